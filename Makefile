@@ -1,0 +1,38 @@
+# Set-up and checks; every target creates the venv it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO := demo
+
+.PHONY: demo test test-gpu examples bench clean
+
+$(BIN)/ddpgen: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# Generate a project and train it for a few steps as 2 CPU processes.
+demo: $(BIN)/ddpgen
+	rm -rf $(DEMO)
+	$(BIN)/ddpgen new $(DEMO)/ddp-demo --mode mp --model-parallel
+	cd $(DEMO)/ddp-demo && ../../$(BIN)/python train.py --nprocs 2 --device cpu \
+		--epochs 2 --train-size 512 --metrics-file metrics.json
+	cat $(DEMO)/ddp-demo/metrics.json
+
+test: $(BIN)/ddpgen
+	$(BIN)/pytest -q
+
+# Only the nccl runs; they skip with a reason without CUDA.
+test-gpu: $(BIN)/ddpgen
+	$(BIN)/pytest -q -m gpu -rs
+
+# Regenerate generated_examples/ through the real CLI.
+examples: $(BIN)/ddpgen
+	$(BIN)/python tools/make_examples.py generated_examples
+
+bench: $(BIN)/ddpgen
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) $(DEMO) dist build .pytest_cache

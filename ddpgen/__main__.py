@@ -1,0 +1,3 @@
+from ddpgen.cli import main
+
+main(prog_name="ddpgen")

@@ -1,0 +1,17 @@
+"""Drop the files that belong to options not chosen (whole-file conditionals)."""
+
+from pathlib import Path
+
+MODE = "{{ cookiecutter.mode }}"
+MODEL_PARALLEL = "{{ cookiecutter.model_parallel }}" == "True"
+PACKAGE = Path("{{ cookiecutter.package_name }}")
+
+FILES_FOR_OPTION = {
+    PACKAGE / "spawn.py": MODE == "mp",
+    PACKAGE / "model_parallel.py": MODEL_PARALLEL,
+    Path("tests") / "test_model_parallel.py": MODEL_PARALLEL,
+}
+
+for path, wanted in FILES_FOR_OPTION.items():
+    if not wanted:
+        path.unlink()

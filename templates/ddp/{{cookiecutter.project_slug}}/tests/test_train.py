@@ -1,0 +1,88 @@
+"""Train as 2 CPU processes with gloo, then resume (`pip install -e .[test]`)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+{% if cookiecutter.data in ["cifar10", "imagefolder"] %}
+import pytest
+{%- endif %}
+import torch
+{%- if cookiecutter.data == "imagefolder" %}
+from PIL import Image
+{%- endif %}
+
+from {{ cookiecutter.package_name }}.checkpoint import PREFIXES, list_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+{%- if cookiecutter.mode == "launch" %}
+TWO_PROCESSES = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+TWO_PROCESSES += ["--nproc-per-node", "2", "train.py"]
+{%- else %}
+TWO_PROCESSES = [sys.executable, "train.py", "--nprocs", "2"]
+{%- endif %}
+{%- if cookiecutter.data == "cifar10" %}
+
+
+@pytest.fixture(autouse=True)
+def cifar10_present():
+    if not (ROOT / "data" / "cifar-10-batches-py").is_dir():
+        pytest.skip("CIFAR-10 is not in data/: run train.py --download once")
+{%- endif %}
+
+
+def data_flags(tmp_path):
+{%- if cookiecutter.data == "synthetic" %}
+    return ["--train-size", "256", "--eval-size", "64", "--batch-size", "16"]
+{%- elif cookiecutter.data == "fakedata" %}
+    return ["--train-size", "64", "--eval-size", "16", "--batch-size", "8"]
+{%- elif cookiecutter.data == "cifar10" %}
+    return ["--data-dir", str(ROOT / "data"), "--batch-size", "64"]
+{%- else %}
+    """A tiny ImageFolder: two classes of solid-colour images."""
+    for split in ("train", "val"):
+        for label, colour in (("red", (255, 0, 0)), ("blue", (0, 0, 255))):
+            folder = tmp_path / "images" / split / label
+            folder.mkdir(parents=True, exist_ok=True)
+            for index in range(8):
+                Image.new("RGB", (40, 40), colour).save(folder / f"{index}.png")
+    images = ["--data-dir", str(tmp_path / "images"), "--image-size", "32"]
+    return images + ["--batch-size", "4"]
+{%- endif %}
+
+
+def train(tmp_path, *flags):
+    metrics = tmp_path / "metrics.json"
+    command = TWO_PROCESSES + data_flags(tmp_path)
+    command += ["--device", "cpu", "--num-workers", "0"]
+    command += ["--checkpoint-dir", str(tmp_path / "checkpoints")]
+    command += ["--metrics-file", str(metrics), *flags]
+    subprocess.run(command, cwd=ROOT, check=True, timeout=600)
+    return json.loads(metrics.read_text())
+
+
+def final_weights(tmp_path):
+    newest = list_checkpoints(tmp_path / "checkpoints")[0]
+    return torch.load(newest, weights_only=True)["model"]
+
+
+def test_two_processes_train_and_checkpoint(tmp_path):
+    metrics = train(tmp_path, "--epochs", "1")
+    assert metrics["world_size"] == 2
+    assert metrics["epochs"] == 1 and metrics["steps"] > 0
+    assert metrics["replicas_in_sync"]
+    weights = final_weights(tmp_path)
+    assert not any(key.startswith(PREFIXES) for key in weights)
+
+
+def test_resume_equals_an_uninterrupted_run(tmp_path):
+    interrupted, straight = tmp_path / "interrupted", tmp_path / "straight"
+    interrupted.mkdir()
+    straight.mkdir()
+    first = train(interrupted, "--epochs", "1")
+    resumed = train(interrupted, "--epochs", "2")
+    train(straight, "--epochs", "2")
+    assert resumed["steps"] == 2 * first["steps"]
+    expected = final_weights(straight)
+    for key, value in final_weights(interrupted).items():
+        torch.testing.assert_close(value, expected[key])

@@ -1,0 +1,35 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from helpers import render  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch):
+    """No test may read the user's cookiecutter config or write under $HOME."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("COOKIECUTTER_CONFIG", raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def projects(tmp_path_factory):
+    """Render each combination once per session: projects["mp", True] etc."""
+    root = tmp_path_factory.mktemp("projects")
+    cache = {}
+
+    def get(mode="launch", model_parallel=False, data="synthetic", model="mlp"):
+        key = (mode, model_parallel, data, model)
+        if key not in cache:
+            name = f"{mode}-{'mp2' if model_parallel else 'single'}-{data}-{model}"
+            cache[key] = render(
+                root, name, mode=mode, model_parallel=model_parallel, data=data, model=model
+            )
+        return cache[key]
+
+    return get

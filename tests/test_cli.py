@@ -1,0 +1,171 @@
+"""The command line: exit codes, exact messages, and what lands on disk."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ddpgen import __version__
+from ddpgen.cli import main
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
+
+
+def snapshot(folder):
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_version_and_help():
+    assert invoke("--version").output == f"ddpgen, version {__version__}\n"
+    help_text = invoke("new", "--help").output
+    for flag in ["--mode [launch|mp]", "--model-parallel / --no-model-parallel",
+                 "--data", "--model", "--output-dir", "--force", "--dry-run",
+                 "--template", "--set"]:
+        assert flag in help_text
+
+
+def test_python_dash_m_runs_the_cli():
+    result = subprocess.run(
+        [sys.executable, "-m", "ddpgen", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and result.stdout == f"ddpgen, version {__version__}\n"
+
+
+def test_new_writes_the_project(tmp_path):
+    result = invoke("new", "my-proj", "--mode", "mp", "--model-parallel", "--output-dir", tmp_path)
+    assert result.exit_code == 0
+    project = tmp_path / "my-proj"
+    assert result.output.startswith(f"wrote {len(snapshot(project))} files to {project}\n")
+    assert (project / "my_proj" / "model_parallel.py").is_file()
+    assert (project / "my_proj" / "spawn.py").is_file()
+    answers = json.loads((project / ".ddpgen.json").read_text())["answers"]
+    assert answers["mode"] == "mp" and answers["model_parallel"] is True
+    assert answers["package_name"] == "my_proj"
+
+
+def test_name_may_be_a_path(tmp_path):
+    assert invoke("new", "nested/dir/cool-thing", "--output-dir", tmp_path).exit_code == 0
+    assert (tmp_path / "nested/dir/cool-thing/cool_thing/trainer.py").is_file()
+
+
+def test_dry_run_lists_files_and_writes_nothing(tmp_path):
+    result = invoke("new", "p", "--output-dir", tmp_path, "--dry-run")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0] == f"would write {len(lines) - 1} files to {tmp_path / 'p'}:"
+    assert "  p/trainer.py" in lines and "  train.py" in lines
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("1proj", "it starts with a digit; a Python package name starts with a letter"),
+        ("class", "'class' is a Python keyword"),
+        ("my proj", "use letters, digits, '-' and '_' only, starting with a letter"),
+        ("a.b", "use letters, digits, '-' and '_' only, starting with a letter"),
+        ("_private", "use letters, digits, '-' and '_' only, starting with a letter"),
+        ("torch", "package 'torch' would hide the module of the same name"),
+        ("json", "package 'json' would hide the module of the same name"),
+        ("", "it is empty"),
+    ],
+    ids=["digit", "keyword", "space", "dot", "underscore", "torch", "stdlib", "empty"],
+)
+def test_bad_names_are_refused(tmp_path, name, reason):
+    result = invoke("new", name, "--output-dir", tmp_path)
+    assert result.exit_code == 2
+    assert result.output == f"Error: invalid project name {name!r}: {reason}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unsupported_combination_is_refused(tmp_path):
+    result = invoke("new", "p", "--model", "cnn", "--output-dir", tmp_path)
+    assert result.exit_code == 2
+    assert result.output == (
+        "Error: unsupported combination data=synthetic with model=cnn: synthetic "
+        "data are feature vectors; image models need data fakedata, cifar10 or "
+        "imagefolder\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_choice_is_a_usage_error(tmp_path):
+    result = invoke("new", "p", "--mode", "thread", "--output-dir", tmp_path)
+    assert result.exit_code == 2
+    assert "Invalid value for '--mode': 'thread' is not one of 'launch', 'mp'." in result.output
+
+
+def test_existing_destination_is_left_untouched(tmp_path):
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text("mine\n")
+    before = snapshot(project)
+    result = invoke("new", "p", "--output-dir", tmp_path)
+    assert result.exit_code == 2
+    assert result.output == (
+        f"Error: destination {project} is not empty; pass --force to write the "
+        "template's files into it (other files are kept)\n"
+    )
+    assert snapshot(project) == before
+
+
+def test_force_overwrites_template_files_and_keeps_the_users(tmp_path):
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text("old\n")
+    (project / "notes.txt").write_text("keep me\n")
+    assert invoke("new", "p", "--output-dir", tmp_path, "--force").exit_code == 0
+    assert (project / "notes.txt").read_text() == "keep me\n"
+    assert "def main" in (project / "train.py").read_text()
+
+
+def test_destination_that_is_a_file(tmp_path):
+    (tmp_path / "p").write_text("x")
+    result = invoke("new", "p", "--output-dir", tmp_path)
+    assert result.exit_code == 2
+    assert result.output == f"Error: destination {tmp_path / 'p'} exists and is not a folder\n"
+
+
+def test_nothing_is_written_to_the_home_folder(tmp_path, isolated_home):
+    assert invoke("new", "p", "--output-dir", tmp_path / "out").exit_code == 0
+    assert list(isolated_home.iterdir()) == []
+
+
+def test_options_lists_every_variable():
+    result = invoke("options")
+    assert result.exit_code == 0
+    assert "--mode {launch|mp}  default: launch" in result.output
+    assert "--model-parallel {bool}  default: False" in result.output
+    assert "--data {synthetic|fakedata|cifar10|imagefolder}  default: synthetic" in result.output
+    rows = json.loads(invoke("options", "--json").output)
+    assert [row["name"] for row in rows] == ["mode", "model_parallel", "data", "model"]
+    assert rows[0] == {
+        "name": "mode",
+        "flag": "--mode",
+        "kind": "choice",
+        "choices": ["launch", "mp"],
+        "default": "launch",
+        "help": rows[0]["help"],
+    }
+    assert all(row["help"] for row in rows)
+
+
+def test_generating_never_imports_torch(tmp_path):
+    code = (
+        "import sys\n"
+        "from ddpgen.cli import main\n"
+        f"try:\n    main(['new', 'p', '--output-dir', {str(tmp_path)!r}])\n"
+        "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "p" / "train.py").is_file()
