@@ -27,6 +27,7 @@ SHADOWED_MODULES = frozenset(sys.stdlib_module_names) | {
     "pytest",
     "setuptools",
 }
+MAX_NAME_LENGTH = 40
 TRUE_WORDS = {"1", "true", "yes", "y", "on"}
 FALSE_WORDS = {"0", "false", "no", "n", "off"}
 
@@ -183,6 +184,9 @@ def name_problem(slug):
         return "it starts with a digit; a Python package name starts with a letter"
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", slug):
         return "use letters, digits, '-' and '_' only, starting with a letter"
+    if len(slug) > MAX_NAME_LENGTH:
+        # Longer names push import lines past the 88 columns black and ruff allow.
+        return f"it is longer than {MAX_NAME_LENGTH} characters"
     package = package_name_for(slug)
     if keyword.iskeyword(package) or keyword.issoftkeyword(package):
         return f"{package!r} is a Python keyword"

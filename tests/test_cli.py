@@ -76,8 +76,9 @@ def test_dry_run_lists_files_and_writes_nothing(tmp_path):
         ("torch", "package 'torch' would hide the module of the same name"),
         ("json", "package 'json' would hide the module of the same name"),
         ("", "it is empty"),
+        ("x" * 41, "it is longer than 40 characters"),
     ],
-    ids=["digit", "keyword", "space", "dot", "underscore", "torch", "stdlib", "empty"],
+    ids=["digit", "keyword", "space", "dot", "underscore", "torch", "stdlib", "empty", "long"],
 )
 def test_bad_names_are_refused(tmp_path, name, reason):
     result = invoke("new", name, "--output-dir", tmp_path)

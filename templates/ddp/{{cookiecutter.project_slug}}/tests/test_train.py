@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-{% if cookiecutter.data in ["cifar10", "imagefolder"] %}
+{% if cookiecutter.data == "cifar10" %}
 import pytest
 {%- endif %}
 import torch

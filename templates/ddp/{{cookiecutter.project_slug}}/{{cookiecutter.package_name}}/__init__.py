@@ -1,1 +1,1 @@
-"""{{ cookiecutter.project_name }}: DistributedDataParallel training."""
+"""DistributedDataParallel training: see README.md for how to run and edit it."""

@@ -1,17 +1,23 @@
 """Datasets, sharding and loaders. Put your own dataset in `build_datasets`."""
 
+{% if cookiecutter.data == "synthetic" -%}
 import itertools
-{%- if cookiecutter.data in ["cifar10", "imagefolder"] %}
+
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
+{%- elif cookiecutter.data == "cifar10" %}
+import itertools
+from pathlib import Path
+
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler, Sampler
+from torchvision import datasets, transforms
+{%- else %}
+import itertools
+{%- if cookiecutter.data == "imagefolder" %}
 from pathlib import Path
 {%- endif %}
 
-import torch
-{%- if cookiecutter.data == "cifar10" %}
-import torch.distributed as dist
-{%- endif %}
-{%- if cookiecutter.data == "synthetic" %}
-from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
-{%- else %}
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 from torchvision import datasets, transforms
 {%- endif %}

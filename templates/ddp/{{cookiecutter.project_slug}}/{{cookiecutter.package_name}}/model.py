@@ -14,7 +14,13 @@ from torch import nn
 from torchvision.models import resnet18
 {%- endif %}
 
-from .data import {{ "FEATURES" if cookiecutter.data == "synthetic" else "CHANNELS" }}
+{%- if cookiecutter.model == "mlp" %}
+
+from .data import FEATURES
+{%- elif cookiecutter.model == "cnn" %}
+
+from .data import CHANNELS
+{%- endif %}
 {%- if cookiecutter.model_parallel %}
 
 # Stage 1 starts at this layer: about half the compute on each device.

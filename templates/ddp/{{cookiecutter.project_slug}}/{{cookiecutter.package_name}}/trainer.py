@@ -253,6 +253,7 @@ class Trainer:
             "samples_per_second": samples / seconds if seconds > 0 else 0.0,
             "checkpoint": str(self.last_checkpoint),
             "replicas_in_sync": replicas_in_sync(self.ddp),
+            "threads_per_process": torch.get_num_threads(),
         } | self.eval_metrics
 
 

@@ -1,0 +1,114 @@
+"""Every supported combination renders clean code; every other one is refused."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddpgen import Template, UsageError, make_spec, render_project
+from ddpgen.checks import STATIC_CHECKS, combinations
+from ddpgen.spec import MAX_NAME_LENGTH, builtin_template_dir
+
+TEMPLATE = Template.load()
+ALL = combinations(TEMPLATE.options)
+SUPPORTED = [answers for answers in ALL if not list(TEMPLATE.violations(answers))]
+UNSUPPORTED = [answers for answers in ALL if list(TEMPLATE.violations(answers))]
+
+
+def combination_id(answers):
+    def shown(value):
+        return {True: "yes", False: "no"}.get(value, value)
+
+    return "-".join(f"{key}={shown(value)}" for key, value in answers.items())
+
+
+def test_the_matrix_has_both_kinds():
+    assert len(SUPPORTED) == 2 * 2 * 7 and len(UNSUPPORTED) == 2 * 2 * 5
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    root = tmp_path_factory.mktemp("matrix")
+    cache = {}
+
+    def get(answers):
+        key = combination_id(answers)
+        if key not in cache:
+            name = "-".join(str(value).lower() for value in answers.values())
+            spec = make_spec(name, output_dir=root, answers=answers)
+            cache[key] = render_project(spec).destination
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("answers", SUPPORTED, ids=combination_id)
+@pytest.mark.parametrize("check", STATIC_CHECKS)
+def test_supported_combination_is_clean(rendered, answers, check):
+    assert STATIC_CHECKS[check](rendered(answers)) == []
+
+
+@pytest.mark.parametrize("answers", SUPPORTED, ids=combination_id)
+def test_only_the_chosen_files_are_rendered(rendered, answers):
+    project = rendered(answers)
+    package = project / project.name.replace("-", "_").lower()
+    assert (package / "spawn.py").exists() == (answers["mode"] == "mp")
+    assert (package / "model_parallel.py").exists() == answers["model_parallel"]
+    data_source = (package / "data.py").read_text()
+    for other in {"FakeData", "CIFAR10", "ImageFolder", "TensorDataset"}:
+        chosen = {"fakedata": "FakeData", "cifar10": "CIFAR10",
+                  "imagefolder": "ImageFolder", "synthetic": "TensorDataset"}[answers["data"]]
+        assert (other in data_source) == (other == chosen), other
+
+
+@pytest.mark.parametrize("answers", UNSUPPORTED, ids=combination_id)
+def test_unsupported_combination_writes_nothing(tmp_path, answers):
+    with pytest.raises(UsageError, match=r"^unsupported combination .+: .+"):
+        make_spec("p", output_dir=tmp_path, answers=answers)
+    assert list(tmp_path.iterdir()) == []
+
+
+def cookiecutter(output_dir, *answers):
+    command = [sys.executable, "-m", "cookiecutter", str(builtin_template_dir())]
+    command += ["--no-input", "--output-dir", str(output_dir), *answers]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def files_of(project):
+    return {
+        path.relative_to(project).as_posix(): path.read_text()
+        for path in sorted(project.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_plain_cookiecutter_renders_the_same_project(tmp_path):
+    plain = cookiecutter(tmp_path / "plain", "project_name=demo", "mode=mp")
+    assert plain.returncode == 0, plain.stderr
+    subprocess.run([sys.executable, "-m", "black", "-q", str(tmp_path / "plain")], check=True, timeout=120)
+    ours = render_project(make_spec("demo", output_dir=tmp_path / "ours", answers={"mode": "mp"}))
+    expected = files_of(ours.destination)
+    del expected[".ddpgen.json"]
+    assert files_of(tmp_path / "plain" / "demo") == expected
+
+
+def test_plain_cookiecutter_rejects_an_unsupported_combination(tmp_path):
+    result = cookiecutter(tmp_path, "model=resnet18")
+    assert result.returncode != 0
+    assert (
+        "ERROR: unsupported combination data=synthetic with model=resnet18: synthetic "
+        "data are feature vectors; image models need data fakedata, cifar10 or imagefolder"
+    ) in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_built_in_template_is_found_in_the_checkout():
+    assert builtin_template_dir() == Path(__file__).parents[1] / "templates" / "ddp"
+
+
+def test_the_longest_name_still_lints_clean(tmp_path):
+    name = "a" * MAX_NAME_LENGTH
+    answers = {"mode": "mp", "model_parallel": True, "data": "imagefolder", "model": "resnet18"}
+    project = render_project(make_spec(name, output_dir=tmp_path, answers=answers)).destination
+    assert [problem for check in STATIC_CHECKS.values() for problem in check(project)] == []
