@@ -1,0 +1,232 @@
+"""Generated projects trained for real: 2 CPU processes with gloo."""
+
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from helpers import (
+    PYTHON,
+    SMALL_SYNTHETIC,
+    assert_same_weights,
+    checkpoints,
+    child_env,
+    final_model,
+    run,
+    train,
+)
+
+ONE_EPOCH = ["--epochs", "1", *SMALL_SYNTHETIC]
+STEPS_PER_EPOCH = 256 // (16 * 2)  # train size / (batch x processes)
+
+
+@pytest.fixture
+def launch(projects):
+    return projects("launch")
+
+
+@pytest.fixture
+def mp(projects):
+    return projects("mp")
+
+
+def assert_contract(metrics, world_size):
+    assert metrics["world_size"] == world_size
+    assert metrics["replicas_in_sync"] is True
+    assert metrics["samples_per_second"] > 0
+    assert isinstance(metrics["final_loss"], float)
+    state = torch.load(metrics["checkpoint"], weights_only=True)
+    assert {"model", "optimizer", "scheduler", "scaler", "epoch", "step", "rng"} <= state.keys()
+    assert not [key for key in state["model"] if key.startswith(("module.", "_orig_mod."))]
+    assert state["step"] == metrics["steps"] and state["epoch"] == metrics["epochs"]
+
+
+def test_torchrun_trains_two_processes(launch, tmp_path):
+    metrics, _ = train(launch, tmp_path, *ONE_EPOCH)
+    assert_contract(metrics, world_size=2)
+    assert metrics["steps"] == STEPS_PER_EPOCH and metrics["epochs"] == 1
+    assert metrics["eval_samples"] == 64
+
+
+def test_legacy_launcher_passes_local_rank(launch, tmp_path):
+    metrics, _ = train(launch, tmp_path, *ONE_EPOCH, launcher="legacy")
+    assert_contract(metrics, world_size=2)
+
+
+def test_plain_python_trains_one_process(launch, tmp_path):
+    metrics, _ = train(launch, tmp_path, *ONE_EPOCH, nprocs=1)
+    assert_contract(metrics, world_size=1)
+    assert metrics["steps"] == 2 * STEPS_PER_EPOCH
+
+
+def test_mp_spawns_its_workers(mp, tmp_path):
+    metrics, _ = train(mp, tmp_path, *ONE_EPOCH)
+    assert_contract(metrics, world_size=2)
+
+
+def test_mp_defaults_to_two_processes_on_cpu(mp, tmp_path):
+    metrics_file = tmp_path / "m.json"
+    command = [PYTHON, "train.py", *ONE_EPOCH, "--metrics-file", metrics_file]
+    command += ["--checkpoint-dir", tmp_path / "c"]
+    run(command, cwd=mp, env=child_env(CUDA_VISIBLE_DEVICES=""))
+    assert '"world_size": 2' in metrics_file.read_text()
+
+
+def test_two_mp_jobs_on_one_machine_both_succeed(mp, tmp_path):
+    jobs = []
+    for index in range(2):
+        command = [PYTHON, "train.py", "--nprocs", "2", *ONE_EPOCH, "--device", "cpu"]
+        command += ["--checkpoint-dir", tmp_path / f"c{index}"]
+        jobs.append(subprocess.Popen([str(c) for c in command], cwd=mp, env=child_env(),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for job in jobs:
+        _, stderr = job.communicate(timeout=240)
+        assert job.returncode == 0, stderr[-3000:]
+
+
+def test_threads_are_shared_between_processes(mp, tmp_path):
+    """cores // local processes each, unless OMP_NUM_THREADS says otherwise."""
+    shared, _ = train(mp, tmp_path / "shared", *ONE_EPOCH)
+    assert shared["threads_per_process"] == max(1, len(os.sched_getaffinity(0)) // 2)
+    explicit, _ = train(mp, tmp_path / "explicit", *ONE_EPOCH, env=child_env(OMP_NUM_THREADS=2))
+    assert explicit["threads_per_process"] == 2  # not the shared 1 on 2 cores
+
+
+def test_checkpoints_every_save_every_epochs_and_at_the_end(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3", "--save-every", "2")
+    steps = [torch.load(path, weights_only=True)["step"] for path in checkpoints(tmp_path)]
+    assert steps == [2 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH]
+
+
+def test_max_steps_stops_and_saves(launch, tmp_path):
+    metrics, _ = train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "5", "--max-steps", "3")
+    assert metrics["steps"] == 3 and metrics["epochs"] == 0
+    assert torch.load(metrics["checkpoint"], weights_only=True)["step"] == 3
+
+
+def test_keep_last_prunes_old_checkpoints(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3", "--keep-last", "2")
+    steps = [torch.load(path, weights_only=True)["step"] for path in checkpoints(tmp_path)]
+    assert steps == [2 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH]
+
+
+def test_every_contract_flag_is_accepted(mp, tmp_path):
+    flags = ["--lr", "0.01", "--seed", "3", "--backend", "gloo", "--num-workers", "1"]
+    flags += ["--amp", "bf16", "--grad-accum", "2", "--clip-grad-norm", "1.0"]
+    flags += ["--log-every", "1", "--warmup-steps", "2", "--resume", "none"]
+    metrics, result = train(mp, tmp_path, *ONE_EPOCH, *flags)
+    assert metrics["steps"] == STEPS_PER_EPOCH // 2
+    assert "step 1 loss" in result.stdout  # logged by rank 0 only
+    assert result.stdout.count("step 1 loss") == 1
+
+
+def test_fp16_uses_a_grad_scaler(launch, tmp_path):
+    metrics, _ = train(launch, tmp_path, *ONE_EPOCH, "--amp", "fp16", "--clip-grad-norm", "1")
+    state = torch.load(metrics["checkpoint"], weights_only=True)
+    assert state["scaler"]["scale"] > 0
+
+
+def test_nccl_on_cpu_is_a_usage_error(launch, tmp_path):
+    _, result = train(launch, tmp_path, "--backend", "nccl", nprocs=1, check=False)
+    assert result.returncode == 2
+    assert "--backend nccl needs --device cuda; use gloo on CPU" in result.stderr
+
+
+def test_two_processes_equal_one_with_twice_the_batch(launch, tmp_path):
+    """The DDP promise: N x B is one process at N*B (SGD with momentum)."""
+    data = ["--train-size", "256", "--eval-size", "64", "--epochs", "2"]
+    train(launch, tmp_path / "two", *data, "--batch-size", "8")
+    train(launch, tmp_path / "one", *data, "--batch-size", "16", nprocs=1)
+    assert_same_weights(final_model(tmp_path / "two"), final_model(tmp_path / "one"))
+
+
+def test_accumulation_equals_one_step_on_a_bigger_batch(mp, tmp_path):
+    train(mp, tmp_path / "accum", *ONE_EPOCH, "--batch-size", "4", "--grad-accum", "4")
+    train(mp, tmp_path / "big", *ONE_EPOCH, "--batch-size", "16")
+    assert_same_weights(final_model(tmp_path / "accum"), final_model(tmp_path / "big"))
+
+
+def test_resume_equals_an_uninterrupted_run(launch, tmp_path):
+    train(launch, tmp_path / "resumed", *SMALL_SYNTHETIC, "--epochs", "1")
+    metrics, result = train(launch, tmp_path / "resumed", *SMALL_SYNTHETIC, "--epochs", "2")
+    assert "resumed from" in result.stdout
+    assert metrics["steps"] == 2 * STEPS_PER_EPOCH
+    train(launch, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "2")
+    assert_same_weights(final_model(tmp_path / "resumed"), final_model(tmp_path / "straight"))
+
+
+def test_resume_mid_epoch_equals_an_uninterrupted_run(mp, tmp_path):
+    """A stop after 3 steps (mid-epoch) continues with the rest of that epoch."""
+    data = [*SMALL_SYNTHETIC, "--epochs", "2"]
+    train(mp, tmp_path / "resumed", *data, "--max-steps", "3")
+    metrics, _ = train(mp, tmp_path / "resumed", *data)
+    assert metrics["steps"] == 2 * STEPS_PER_EPOCH
+    train(mp, tmp_path / "straight", *data)
+    assert_same_weights(final_model(tmp_path / "resumed"), final_model(tmp_path / "straight"))
+
+
+def test_unreadable_newest_checkpoint_falls_back_to_the_previous(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2")
+    older, newest = checkpoints(tmp_path)
+    newest.write_bytes(newest.read_bytes()[:100])  # truncated mid-write
+    metrics, result = train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3")
+    assert f"skipping unreadable checkpoint {newest}" in result.stderr
+    assert f"resumed from {older}" in result.stdout
+    assert metrics["steps"] == 3 * STEPS_PER_EPOCH
+
+
+def test_explicit_resume_that_cannot_load_names_the_file(launch, tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_text("not a checkpoint")
+    _, result = train(launch, tmp_path, *ONE_EPOCH, "--resume", bad, check=False)
+    assert result.returncode != 0
+    assert f"--resume {bad}: cannot load checkpoint" in result.stderr
+
+
+def test_compiled_model_saves_keys_without_prefixes(launch, tmp_path):
+    metrics, _ = train(launch, tmp_path, *ONE_EPOCH, "--compile", nprocs=1, timeout=420)
+    assert_contract(metrics, world_size=1)
+
+
+def import_generated(project, module):
+    sys.path.insert(0, str(project))
+    try:
+        return importlib.import_module(f"{project.name.replace('-', '_')}.{module}")
+    finally:
+        sys.path.remove(str(project))
+
+
+def test_sampler_shards_are_disjoint_cover_the_data_and_reshuffle(launch):
+    data = import_generated(launch, "data")
+    distributed = import_generated(launch, "distributed")
+    dataset = list(range(10))
+
+    def shards(epoch):
+        result = []
+        for rank in range(2):
+            placement = distributed.Placement(rank, rank, 2, 2)
+            sampler = data.ResumableDistributedSampler(dataset, placement, seed=0)
+            sampler.start_epoch(epoch)
+            result.append(list(sampler))
+        return result
+
+    first, second = shards(0), shards(1)
+    assert not set(first[0]) & set(first[1])
+    assert sorted(first[0] + first[1]) == dataset
+    assert first != second
+    placement = distributed.Placement(0, 0, 2, 2)
+    sampler = data.ResumableDistributedSampler(dataset, placement, seed=0)
+    sampler.start_epoch(0, skip=2)
+    assert list(sampler) == first[0][2:] and len(sampler) == 3
+
+
+def test_eval_shards_count_every_sample_once(launch):
+    data = import_generated(launch, "data")
+    distributed = import_generated(launch, "distributed")
+    dataset = list(range(7))  # does not divide by 2
+    seen = []
+    for rank in range(2):
+        seen += list(data.EvalShardSampler(dataset, distributed.Placement(rank, rank, 2, 2)))
+    assert sorted(seen) == dataset
