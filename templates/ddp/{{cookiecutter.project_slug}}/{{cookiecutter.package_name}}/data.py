@@ -170,7 +170,8 @@ def build_loaders(config, placement, device, train_set, eval_set):
         "persistent_workers": workers > 0,
     }
     sampler = ResumableDistributedSampler(train_set, placement, config.seed)
-    train = DataLoader(train_set, sampler=sampler, **common)
+    # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.
+    train = DataLoader(train_set, sampler=sampler, drop_last=True, **common)
     evaluation = DataLoader(
         eval_set, sampler=EvalShardSampler(eval_set, placement), **common
     )

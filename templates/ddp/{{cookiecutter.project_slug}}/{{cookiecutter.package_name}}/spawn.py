@@ -1,7 +1,9 @@
 """`python train.py` starts its own workers: one per GPU{{ ' pair' if cookiecutter.model_parallel }} (2 on CPU)."""
 
+import multiprocessing
 import os
 import signal
+import sys
 from datetime import timedelta
 
 import torch.distributed as dist
@@ -79,6 +81,11 @@ def forward_sigterm(processes):
 
 
 def worker(local_rank, config, nprocs, port):
+    if sys.platform == "linux":
+        # A spawned process inherits "spawn" as its start method, so each
+        # DataLoader worker would re-import torch and train.py (seconds each).
+        # Fork them instead, as the workers torchrun starts do.
+        multiprocessing.set_start_method("fork", force=True)
     placement = Placement(
         rank=config.node_rank * nprocs + local_rank,
         local_rank=local_rank,
