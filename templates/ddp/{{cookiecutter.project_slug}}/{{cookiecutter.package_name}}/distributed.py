@@ -94,15 +94,41 @@ def share_cpu_threads(local_world_size):
         torch.set_num_threads(max(1, usable_cores() // local_world_size))
 
 
+def launcher_store(placement, timeout):
+    """The store torchrun's agent serves, its keys prefixed by the restart.
+
+    torchrun (torch 2.14) keeps one store across restarts: without the prefix,
+    restarted workers read the previous attempt's peer addresses and fail.
+    """
+    agent_serves = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        placement.world_size,
+        is_master=not agent_serves and placement.rank == 0,
+        timeout=timeout,
+    )
+    attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+    return dist.PrefixStore(f"attempt-{attempt}", store)
+
+
+def default_store(placement, timeout):
+    if "TORCHELASTIC_RESTART_COUNT" in os.environ:
+        return launcher_store(placement, timeout)
+    if "MASTER_ADDR" not in os.environ:
+        return dist.HashStore()  # a lone `python train.py` needs no rendezvous
+    return None  # env:// from MASTER_ADDR and MASTER_PORT
+
+
 @contextlib.contextmanager
 def process_group(backend, placement, timeout_s, store=None):
     """Join the job's process group for the duration of the block."""
-    kwargs = {"backend": backend, "timeout": timedelta(seconds=timeout_s)}
-    if store is None and "MASTER_ADDR" not in os.environ:
-        store = dist.HashStore()  # a lone `python train.py` needs no rendezvous
-    if store is not None:
-        kwargs.update(store=store, rank=placement.rank, world_size=placement.world_size)
+    timeout = timedelta(seconds=timeout_s)
     try:
+        store = store or default_store(placement, timeout)
+        kwargs = {"backend": backend, "timeout": timeout}
+        if store is not None:
+            kwargs.update(store=store, rank=placement.rank, world_size=placement.world_size)
         dist.init_process_group(**kwargs)
         dist.barrier()  # fails within the timeout if a rank never arrives
     except RuntimeError as error:  # torch's DistError and its timeout kinds

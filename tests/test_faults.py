@@ -1,0 +1,278 @@
+"""Beyond one machine and surviving faults: loopback only, every run bounded."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from helpers import (
+    PYTHON,
+    SMALL_SYNTHETIC,
+    TORCHRUN,
+    assert_same_weights,
+    checkpoints,
+    child_env,
+    final_model,
+    free_port,
+    run,
+    train,
+)
+
+INJECT = Path(__file__).parent / "faults" / "inject.py"
+STEPS_PER_EPOCH = 256 // (16 * 2)
+
+
+def cpu_flags(workdir, *flags):
+    return ["--device", "cpu", "--checkpoint-dir", workdir / "checkpoints", *SMALL_SYNTHETIC, *flags]
+
+
+def torchrun_with_fault(project, workdir, fault, step, *flags, restarts=0, once=False):
+    command = TORCHRUN + ["--standalone", "--nproc-per-node", "2"]
+    command += ["--max-restarts", restarts, INJECT, *cpu_flags(workdir, *flags)]
+    dying_rank = 0 if fault == "kill-in-save" else 1  # rank 0 alone saves
+    env = child_env(FAULT=fault, FAULT_STEP=step, FAULT_ONCE=int(once), FAULT_RANK=dying_rank)
+    return run(command, cwd=project, env=env, check=False, timeout=300)
+
+
+# 1. Multi-node files and the commands the README gives
+
+
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_slurm_script_is_valid_bash_and_requeues(projects, mode):
+    script = projects(mode) / "scripts" / "slurm.sbatch"
+    subprocess.run(["bash", "-n", script], check=True, timeout=30)
+    text = script.read_text()
+    assert "#SBATCH --ntasks-per-node=1" in text and "#SBATCH --requeue" in text
+    assert "#SBATCH --signal=B:TERM@120" in text and "trap on_sigterm TERM" in text
+    assert "scontrol requeue" in text and 'kill -TERM "$srun_pid"' in text
+    launcher = "torchrun" if mode == "launch" else "python train.py"
+    assert f"srun --kill-on-bad-exit=1 {launcher}" in text.replace("bash -c 'exec ", "")
+
+
+def test_slurm_task_counts_follow_the_world_size(projects):
+    single = (projects("launch") / "scripts" / "slurm.sbatch").read_text()
+    split = (projects("launch", model_parallel=True) / "scripts" / "slurm.sbatch").read_text()
+    assert "processes_per_node=$((gpus_per_node))" in single
+    assert "processes_per_node=$((gpus_per_node / 2))" in split
+    assert '--nproc-per-node "$processes_per_node"' in split
+
+
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_pytorchjob_parses_with_restarts(projects, mode):
+    job = yaml.safe_load((projects(mode) / "scripts" / "pytorchjob.yaml").read_text())
+    assert job["kind"] == "PyTorchJob" and job["apiVersion"] == "kubeflow.org/v1"
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert {spec["restartPolicy"] for spec in replicas.values()} == {"OnFailure"}
+    if mode == "launch":
+        assert job["spec"]["elasticPolicy"]["rdzvBackend"] == "c10d"
+        assert job["spec"]["elasticPolicy"]["maxRestarts"] >= 1
+    container = replicas["Worker"]["template"]["spec"]["containers"][0]
+    assert "train.py" in " ".join(container["command"] + container.get("args", []))
+
+
+def run_two_nodes(project, workdir, extra_env):
+    """Two scripts/multinode.sh agents on this machine, one process each."""
+    common = dict(NNODES=2, NPROC_PER_NODE=1, **extra_env)
+    jobs = []
+    for node_rank in range(2):
+        env = child_env(NODE_RANK=node_rank, **common)
+        command = ["bash", "scripts/multinode.sh", *cpu_flags(workdir, "--epochs", "2")]
+        command += ["--metrics-file", workdir / f"metrics{node_rank}.json"]
+        jobs.append(subprocess.Popen([str(c) for c in command], cwd=project, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=True))
+    try:
+        outputs = [job.communicate(timeout=240)[0] for job in jobs]
+    finally:
+        for job in jobs:
+            kill_group(job.pid)
+    for job, output in zip(jobs, outputs, strict=True):
+        assert job.returncode == 0, output[-4000:]
+
+
+def kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_two_nodes_on_loopback_equal_one_node(projects, tmp_path, mode):
+    project = projects(mode)
+    readme = (project / "README.md").read_text()
+    if mode == "launch":
+        assert "NNODES=2 RDZV_HOST=node0 ./scripts/multinode.sh" in readme
+        env = dict(RDZV_HOST="127.0.0.1", RDZV_PORT=free_port(), RDZV_ID="loopback")
+    else:
+        assert "NNODES=2 NODE_RANK=1 MASTER_ADDR=node0 ./scripts/multinode.sh" in readme
+        env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(), NPROCS=1)
+    run_two_nodes(project, tmp_path / "nodes", env)
+    train(project, tmp_path / "one", *SMALL_SYNTHETIC, "--epochs", "2")
+    assert_same_weights(final_model(tmp_path / "nodes"), final_model(tmp_path / "one"))
+
+
+# 3, 4. Elastic restarts
+
+
+def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(projects, tmp_path):
+    project = projects("launch")
+    kill_at = STEPS_PER_EPOCH + 3  # mid-way through the second epoch
+    result = torchrun_with_fault(project, tmp_path / "killed", "kill-at-step", kill_at,
+                                 "--epochs", "3", restarts=1, once=True)
+    assert result.returncode == 0, result.output[-4000:]
+    assert f"resumed from {tmp_path / 'killed' / 'checkpoints'}" in result.stdout
+    train(project, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "3")
+    assert_same_weights(final_model(tmp_path / "killed"), final_model(tmp_path / "straight"))
+
+
+def test_exhausted_restarts_fail_and_name_the_rank(projects, tmp_path):
+    started = time.monotonic()
+    result = torchrun_with_fault(projects("launch"), tmp_path, "kill-at-step", 2,
+                                 "--epochs", "3", restarts=1)
+    assert result.returncode != 0
+    assert "rank      : 1 (local_rank: 1)" in result.stderr
+    assert "Signal 9 (SIGKILL)" in result.stderr
+    assert time.monotonic() - started < 200
+
+
+def test_a_failing_mp_worker_fails_the_job_naming_it(projects, tmp_path):
+    project = projects("mp")
+    command = [PYTHON, "train.py", "--nprocs", "2", *cpu_flags(tmp_path, "--resume", "/nope.pt")]
+    result = run(command, cwd=project, check=False, timeout=120)
+    assert result.returncode == 1
+    assert "--resume /nope.pt: cannot load checkpoint" in result.stderr
+    assert "worker 0 exited with code 1" in result.stderr or "worker 1 exited with code 1" in result.stderr
+
+
+# 5. SIGTERM
+
+
+def start_then_sigterm(project, command, workdir):
+    """Start training, SIGTERM the launcher once the first checkpoint is saved."""
+    process = subprocess.Popen([str(c) for c in command], cwd=project, env=child_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    try:
+        output = []
+        for line in process.stdout:  # bounded by pytest-timeout
+            output.append(line)
+            if line.startswith("saved "):
+                process.send_signal(signal.SIGTERM)
+                break
+        output.append(process.communicate(timeout=120)[0])
+        return process.returncode, "".join(output), process.pid
+    finally:
+        leftovers = subprocess.run(["ps", "-o", "pid,stat,args", "-g", str(process.pid)],
+                                   capture_output=True, text=True).stdout
+        still_running = group_alive(process.pid)
+        kill_group(process.pid)
+        assert not still_running, f"processes were left behind:\n{leftovers}"
+
+
+def group_alive(pgid):
+    """Whether a process of the group still runs (zombies have exited already)."""
+    listing = subprocess.run(["ps", "-o", "stat=", "-g", str(pgid)], capture_output=True,
+                             text=True, timeout=30).stdout.split()
+    return any(not state.startswith("Z") for state in listing)
+
+
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_sigterm_saves_exits_and_the_next_run_resumes(projects, tmp_path, mode):
+    project = projects(mode)
+    flags = cpu_flags(tmp_path, "--epochs", "400", "--save-every", "1")
+    if mode == "launch":
+        command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", "train.py", *flags]
+    else:
+        command = [PYTHON, "train.py", "--nprocs", "2", *flags]
+    returncode, output, _ = start_then_sigterm(project, command, tmp_path)
+    assert "SIGTERM: stopping at step" in output
+    if mode == "mp":
+        assert returncode == 0, output[-3000:]
+    saved_on_sigterm = checkpoints(tmp_path)[-1]
+    stopped_at = torch.load(saved_on_sigterm, weights_only=True)["step"]
+    assert f"saved {saved_on_sigterm}" in output
+    assert stopped_at % STEPS_PER_EPOCH != 0  # mid-epoch, not an epoch-end save
+    metrics, result = train(project, tmp_path, *SMALL_SYNTHETIC, "--epochs", "400",
+                            "--max-steps", stopped_at + 1)
+    assert f"resumed from {saved_on_sigterm}" in result.stdout
+    assert metrics["steps"] == stopped_at + 1
+
+
+# 6. A kill between the temp file and the rename
+
+
+def test_kill_during_checkpoint_write_keeps_the_previous_one(projects, tmp_path):
+    project = projects("launch")
+    result = torchrun_with_fault(project, tmp_path, "kill-in-save", 2 * STEPS_PER_EPOCH,
+                                 "--epochs", "3", "--save-every", "1", "--resume", "none")
+    assert result.returncode != 0
+    directory = tmp_path / "checkpoints"
+    assert [path.name for path in checkpoints(tmp_path)] == [f"checkpoint-{STEPS_PER_EPOCH:09d}.pt"]
+    assert (directory / f".checkpoint-{2 * STEPS_PER_EPOCH:09d}.pt.tmp").exists()
+    metrics, resumed = train(project, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3")
+    assert f"resumed from {checkpoints(tmp_path)[0]}" in resumed.stdout
+    assert metrics["steps"] == 3 * STEPS_PER_EPOCH
+
+
+# 7. Ports
+
+
+def test_mp_starts_with_the_usual_ports_busy(projects, tmp_path):
+    holders = []
+    try:
+        for port in (29500, 29400, 12355):
+            holder = socket.socket()
+            try:
+                holder.bind(("127.0.0.1", port))
+                holder.listen()
+                holders.append(holder)
+            except OSError:
+                holder.close()  # already busy: just as good
+        metrics, _ = train(projects("mp"), tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+        assert metrics["world_size"] == 2
+    finally:
+        for holder in holders:
+            holder.close()
+
+
+def test_busy_explicit_master_port_fails_fast_naming_it(projects, tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = time.monotonic()
+        _, result = train(projects("mp"), tmp_path, "--master-port", port, check=False)
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "choose another --master-port" in result.stderr
+    assert time.monotonic() - started < 60
+
+
+# 8. Uneven inputs
+
+
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_uneven_dataset_never_hangs_a_rank(projects, tmp_path, mode):
+    flags = ["--train-size", "101", "--eval-size", "37", "--batch-size", "8", "--epochs", "2"]
+    metrics, _ = train(projects(mode), tmp_path, *flags, timeout=120)
+    assert metrics["eval_samples"] == 37
+    assert metrics["steps"] == 2 * (51 // 8)  # 101 padded to 51 per rank, full batches
+
+
+# 9. Bounded waits
+
+
+def test_a_rank_that_never_arrives_times_out_with_a_message(projects, tmp_path):
+    flags = ["--nnodes", "2", "--node-rank", "0", "--master-port", free_port()]
+    started = time.monotonic()
+    _, result = train(projects("mp"), tmp_path, *flags, "--dist-timeout", "5", nprocs=1,
+                      check=False, timeout=120)
+    assert result.returncode == 1
+    assert "the 2 ranks did not all join within 5s (--dist-timeout)" in result.stderr
+    assert time.monotonic() - started < 90
