@@ -1,0 +1,64 @@
+"""Train as 2 CPU processes with gloo, then resume (`pip install -e .[test]`)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from launch_imagefolder_resnet18.checkpoint import PREFIXES, list_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+TWO_PROCESSES = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+TWO_PROCESSES += ["--nproc-per-node", "2", "train.py"]
+
+
+def data_flags(tmp_path):
+    """A tiny ImageFolder: two classes of solid-colour images."""
+    for split in ("train", "val"):
+        for label, colour in (("red", (255, 0, 0)), ("blue", (0, 0, 255))):
+            folder = tmp_path / "images" / split / label
+            folder.mkdir(parents=True, exist_ok=True)
+            for index in range(8):
+                Image.new("RGB", (40, 40), colour).save(folder / f"{index}.png")
+    images = ["--data-dir", str(tmp_path / "images"), "--image-size", "32"]
+    return images + ["--batch-size", "4"]
+
+
+def train(tmp_path, *flags):
+    metrics = tmp_path / "metrics.json"
+    command = TWO_PROCESSES + data_flags(tmp_path)
+    command += ["--device", "cpu", "--num-workers", "0"]
+    command += ["--checkpoint-dir", str(tmp_path / "checkpoints")]
+    command += ["--metrics-file", str(metrics), *flags]
+    subprocess.run(command, cwd=ROOT, check=True, timeout=600)
+    return json.loads(metrics.read_text())
+
+
+def final_weights(tmp_path):
+    newest = list_checkpoints(tmp_path / "checkpoints")[0]
+    return torch.load(newest, weights_only=True)["model"]
+
+
+def test_two_processes_train_and_checkpoint(tmp_path):
+    metrics = train(tmp_path, "--epochs", "1")
+    assert metrics["world_size"] == 2
+    assert metrics["epochs"] == 1 and metrics["steps"] > 0
+    assert metrics["replicas_in_sync"]
+    weights = final_weights(tmp_path)
+    assert not any(key.startswith(PREFIXES) for key in weights)
+
+
+def test_resume_equals_an_uninterrupted_run(tmp_path):
+    interrupted, straight = tmp_path / "interrupted", tmp_path / "straight"
+    interrupted.mkdir()
+    straight.mkdir()
+    first = train(interrupted, "--epochs", "1")
+    resumed = train(interrupted, "--epochs", "2")
+    train(straight, "--epochs", "2")
+    assert resumed["steps"] == 2 * first["steps"]
+    expected = final_weights(straight)
+    for key, value in final_weights(interrupted).items():
+        torch.testing.assert_close(value, expected[key])

@@ -1,0 +1,284 @@
+"""The training loop: accumulation, mixed precision, clipping, evaluation, saves."""
+
+import contextlib
+import time
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from . import checkpoint
+from .distributed import all_reduce_sum
+from .model import METRICS, batch_metrics, loss_fn
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def warmup(steps):
+    """Linear warm-up, then constant: independent of the run's length, so a
+    resumed run with more epochs follows the same schedule."""
+    return lambda step: min(1.0, (step + 1) / (steps + 1))
+
+
+class Trainer:
+    def __init__(self, config, placement, ddp_model, devices, loaders, stop_request):
+        self.config = config
+        self.placement = placement
+        self.ddp = ddp_model
+        self.model = torch.compile(ddp_model) if config.compile else ddp_model
+        self.input_device, self.output_device = devices
+        self.train_loader, self.eval_loader = loaders
+        self.stop_request = stop_request
+        self.optimizer = torch.optim.SGD(
+            ddp_model.parameters(),
+            lr=config.lr,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, warmup(config.warmup_steps)
+        )
+        # fp16 gradients can underflow without loss scaling; bf16 has fp32's range.
+        self.scaler = torch.amp.GradScaler(
+            self.input_device.type, enabled=config.amp == "fp16"
+        )
+        self.epoch = 0  # completed epochs
+        self.step = 0  # optimizer steps
+        self.batch_in_epoch = 0  # micro-batches done in the current epoch
+        self.step_loss = torch.zeros((), device=self.output_device)
+        self.last_loss = None  # the newest step's loss, still on the device
+        self.samples_this_run = 0  # on this rank
+        self.saved_at_step = None
+        self.last_checkpoint = None
+        self.eval_metrics = {}
+
+    def log(self, message):
+        if self.placement.is_main:
+            tqdm.write(message)
+
+    def autocast(self):
+        return torch.autocast(
+            self.input_device.type,
+            dtype=AMP_DTYPES.get(self.config.amp),
+            enabled=self.config.amp != "off",
+        )
+
+    def fit(self):
+        started = time.perf_counter()
+        stopped_early = False
+        while self.epoch < self.config.epochs and not stopped_early:
+            stopped_early = not self._run_epoch()
+            if not stopped_early and self._due(self.config.save_every):
+                self.save_checkpoint()
+            if not stopped_early and self._due(self.config.eval_every):
+                self.evaluate()
+        seconds = time.perf_counter() - started
+        if self.saved_at_step != self.step:
+            self.save_checkpoint()
+        if not self.eval_metrics:
+            self.evaluate()
+        return self.summary(seconds)
+
+    def _due(self, every):
+        return every > 0 and self.epoch % every == 0
+
+    def _run_epoch(self):
+        """Train to the end of the epoch; False if it stopped early."""
+        sampler = self.train_loader.sampler
+        sampler.start_epoch(
+            self.epoch, skip=self.batch_in_epoch * self.config.batch_size
+        )
+        total = self.batch_in_epoch + len(self.train_loader)
+        batches = tqdm(
+            self.train_loader,
+            desc=f"epoch {self.epoch}",
+            initial=self.batch_in_epoch,
+            total=total,
+            disable=not self.placement.is_main,
+            leave=False,
+        )
+        for inputs, targets in batches:
+            accum = self.config.grad_accum
+            group_start = self.batch_in_epoch - self.batch_in_epoch % accum
+            group_size = min(accum, total - group_start)
+            last_in_group = self.batch_in_epoch + 1 == group_start + group_size
+            self._forward_backward(inputs, targets, group_size, sync=last_in_group)
+            self.batch_in_epoch += 1
+            if last_in_group:
+                self._optimizer_step()
+                if self._should_stop():
+                    return False
+        self.epoch += 1
+        self.batch_in_epoch = 0
+        return True
+
+    def _forward_backward(self, inputs, targets, group_size, sync):
+        # DDP all-reduces gradients in backward; skip that on all but the last
+        # micro-step of the group, whose backward reduces the accumulated sum.
+        context = contextlib.nullcontext() if sync else self.ddp.no_sync()
+        with context:
+            with self.autocast():
+                outputs = self.model(inputs.to(self.input_device, non_blocking=True))
+                targets = targets.to(self.output_device, non_blocking=True)
+                loss = loss_fn(outputs.float(), targets) / group_size
+            self.scaler.scale(loss).backward()
+        self.step_loss += loss.detach()
+        self.samples_this_run += len(inputs)
+
+    def _optimizer_step(self):
+        if self.config.clip_grad_norm > 0:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients
+            torch.nn.utils.clip_grad_norm_(
+                self.ddp.parameters(), self.config.clip_grad_norm
+            )
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.step += 1
+        self.last_loss = self.step_loss
+        self.step_loss = torch.zeros((), device=self.output_device)
+        if self.step % self.config.log_every == 0:
+            # .item() waits for the device: only on logging steps, only on rank 0.
+            lr = self.scheduler.get_last_lr()[0]
+            self.log(f"step {self.step} loss {self.last_loss.item():.4f} lr {lr:.3g}")
+
+    def _should_stop(self):
+        if self.config.max_steps and self.step >= self.config.max_steps:
+            return True  # every rank counts the same steps: no need to agree
+        if self.stop_request.agreed():
+            self.log(f"SIGTERM: stopping at step {self.step} to save a checkpoint")
+            return True
+        return False
+
+    @torch.no_grad()
+    def evaluate(self):
+        """Metrics over the whole evaluation set, each sample counted once."""
+        model = checkpoint.unwrap(self.model)  # no DDP: evaluation needs no sync
+        model.eval()
+        sums = dict.fromkeys(METRICS, 0.0)
+        count = 0
+        for inputs, targets in self.eval_loader:
+            with self.autocast():
+                outputs = model(inputs.to(self.input_device, non_blocking=True))
+            targets = targets.to(self.output_device, non_blocking=True)
+            for name, value in batch_metrics(outputs, targets).items():
+                sums[name] = sums[name] + value
+            count += len(targets)
+        model.train()
+        totals = all_reduce_sum(
+            [count] + [float(sums[name]) for name in METRICS], self.output_device
+        )
+        samples = int(totals[0])
+        self.eval_metrics = {"eval_samples": samples} | {
+            f"eval_{name}": total / max(samples, 1)
+            for name, total in zip(METRICS, totals[1:], strict=True)
+        }
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in self.eval_metrics.items())
+        self.log(f"eval after epoch {self.epoch}, step {self.step}: {shown}")
+
+    def state_dict(self, rng_states):
+        return {
+            "model": checkpoint.unwrap(self.model).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "epoch": self.epoch,
+            "step": self.step,
+            "batch_in_epoch": self.batch_in_epoch,
+            "world_size": self.placement.world_size,
+            "rng": rng_states,
+        }
+
+    def save_checkpoint(self):
+        rng_states = [None] * self.placement.world_size
+        dist.all_gather_object(rng_states, rng_state())  # every rank's stream
+        if self.placement.is_main:
+            self.last_checkpoint = checkpoint.save(
+                self.state_dict(rng_states),
+                self.config.checkpoint_dir,
+                self.step,
+                self.config.keep_last,
+            )
+            self.log(f"saved {self.last_checkpoint}")
+        self.saved_at_step = self.step
+        dist.barrier()  # no rank goes on (or resumes) before the file is complete
+
+    def restore(self, state):
+        checkpoint.unwrap(self.model).load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.epoch = state["epoch"]
+        self.step = state["step"]
+        self.batch_in_epoch = state.get("batch_in_epoch", 0)
+        self.saved_at_step = self.step
+        rng_states = state["rng"]
+        set_rng_state(rng_states[self.placement.rank % len(rng_states)])
+
+    def resume(self):
+        """Load the checkpoint rank 0 chose, on every rank."""
+        choice = [None, None]  # (path, error)
+        if self.placement.is_main:
+            try:
+                path, state = checkpoint.find_resume_point(
+                    self.config.resume, self.config.checkpoint_dir
+                )
+                choice = [str(path) if path else None, None]
+            except SystemExit as error:
+                choice = [None, str(error)]
+        dist.broadcast_object_list(choice, src=0)
+        path, error = choice
+        if error:
+            raise SystemExit(error)
+        if path is None:
+            return
+        if not self.placement.is_main:
+            state = checkpoint.load(path)
+        self.restore(state)
+        self.last_checkpoint = path
+        self.log(f"resumed from {path}: epoch {self.epoch}, step {self.step}")
+
+    def summary(self, seconds):
+        """The metrics-file contents; a collective, so every rank calls it."""
+        world_size = self.placement.world_size
+        final_loss = None  # no step ran (a resume of a finished run)
+        if self.last_loss is not None:
+            loss_sum = all_reduce_sum([float(self.last_loss)], self.output_device)[0]
+            final_loss = loss_sum / world_size
+        samples = self.samples_this_run * world_size  # equal shards on all ranks
+        return {
+            "world_size": world_size,
+            "steps": self.step,
+            "epochs": self.epoch,
+            "final_loss": final_loss,
+            "samples_per_second": samples / seconds if seconds > 0 else 0.0,
+            "checkpoint": str(self.last_checkpoint),
+            "replicas_in_sync": replicas_in_sync(self.ddp),
+            "threads_per_process": torch.get_num_threads(),
+        } | self.eval_metrics
+
+
+def rng_state():
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state):
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@torch.no_grad()
+def replicas_in_sync(model):
+    """Whether every rank holds bit-identical parameters (DDP's promise)."""
+    fingerprint = [
+        (float(p.double().sum()), float(p.double().square().sum()))
+        for p in model.parameters()
+    ]
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, fingerprint)
+    return all(other == gathered[0] for other in gathered)

@@ -1,0 +1,171 @@
+"""Who this process is in the job, which device it drives, and the process group."""
+
+import contextlib
+import gc
+import os
+import signal
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from .model_parallel import stage_devices
+
+
+@dataclass(frozen=True)
+class Placement:
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+
+    @property
+    def is_main(self):
+        """Global rank 0 alone writes files and logs: local rank 0 exists per node."""
+        return self.rank == 0
+
+
+def placement_from_env(local_rank_flag=0):
+    """Read the ranks torchrun (or the legacy launcher) put in the environment."""
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    return Placement(
+        rank=int(os.environ.get("RANK", 0)),
+        local_rank=int(os.environ.get("LOCAL_RANK", local_rank_flag)),
+        world_size=world_size,
+        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)),
+    )
+
+
+def visible_gpus(device_flag):
+    if device_flag == "cpu":
+        return 0
+    count = torch.cuda.device_count()
+    if device_flag == "cuda" and count == 0:
+        raise SystemExit("--device cuda: no CUDA device is visible")
+    return count
+
+
+def pick_devices(config, placement):
+    """(input device, output device): the same one unless the model is split."""
+    gpus = visible_gpus(config.device)
+    first, second = stage_devices(
+        placement.local_rank, placement.local_world_size, gpus, config.share_gpu
+    )
+    return torch.device(first), torch.device(second)
+
+
+def pick_backend(requested, device):
+    if requested == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    if requested == "nccl" and device.type != "cuda":
+        raise SystemExit("--backend nccl needs CUDA devices; use gloo on CPU")
+    return requested
+
+
+def usable_cores():
+    """Cores this process may run on: Slurm and containers restrict the affinity."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def share_cpu_threads(local_world_size):
+    """Give each process its share of the cores unless OMP_NUM_THREADS says.
+
+    Every process defaults to one thread per core, so N processes on a node
+    oversubscribe the cores N times and a CPU run slows down about N-fold.
+    """
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, usable_cores() // local_world_size))
+
+
+def launcher_store(placement, timeout):
+    """The store torchrun's agent serves, its keys prefixed by the restart.
+
+    torchrun (torch 2.14) keeps one store across restarts: without the prefix,
+    restarted workers read the previous attempt's peer addresses and fail.
+    """
+    agent_serves = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        placement.world_size,
+        is_master=not agent_serves and placement.rank == 0,
+        timeout=timeout,
+    )
+    attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+    return dist.PrefixStore(f"attempt-{attempt}", store)
+
+
+def default_store(placement, timeout):
+    if "TORCHELASTIC_RESTART_COUNT" in os.environ:
+        return launcher_store(placement, timeout)
+    if "MASTER_ADDR" not in os.environ:
+        return dist.HashStore()  # a lone `python train.py` needs no rendezvous
+    return None  # env:// from MASTER_ADDR and MASTER_PORT
+
+
+@contextlib.contextmanager
+def process_group(backend, placement, timeout_s, store=None):
+    """Join the job's process group for the duration of the block."""
+    timeout = timedelta(seconds=timeout_s)
+    try:
+        store = store or default_store(placement, timeout)
+        kwargs = {"backend": backend, "timeout": timeout}
+        if store is not None:
+            kwargs.update(
+                store=store, rank=placement.rank, world_size=placement.world_size
+            )
+        dist.init_process_group(**kwargs)
+        dist.barrier()  # fails within the timeout if a rank never arrives
+    except RuntimeError as error:  # torch's DistError and its timeout kinds
+        raise SystemExit(
+            f"rank {placement.rank}: the {placement.world_size} ranks did not all "
+            f"join within {timeout_s:g}s (--dist-timeout): {first_line(error)}"
+        ) from error
+    try:
+        yield
+    finally:
+        # DDP's reducer holds the group: free it first, or the group's threads
+        # are torn down during interpreter exit and the process aborts.
+        gc.collect()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def first_line(error):
+    return str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+
+
+def control_group(backend):
+    """A gloo group for small CPU messages, so they never wait on the CUDA stream."""
+    return dist.new_group(backend="gloo") if backend != "gloo" else None
+
+
+class StopRequest:
+    """SIGTERM (Slurm preemption, torchrun shutdown) asks the job to stop.
+
+    Ranks receive the signal at slightly different times, so they agree before
+    stopping: a rank that stopped alone would leave its peers in a collective.
+    """
+
+    def __init__(self, group):
+        self.group = group
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum, frame):
+        self.requested = True
+
+    def agreed(self):
+        flag = torch.tensor([int(self.requested)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group)
+        return bool(flag.item())
+
+
+def all_reduce_sum(values, device):
+    """Sum a list of numbers over all ranks (gloo has no AVG, so sum then divide)."""
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor.tolist()

@@ -1,0 +1,100 @@
+"""`python train.py` starts its own workers: one per GPU pair (2 on CPU)."""
+
+import multiprocessing
+import os
+import signal
+import sys
+from datetime import timedelta
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from .distributed import Placement, first_line, visible_gpus
+from .model_parallel import processes_per_node, stage_devices
+from .worker import run
+
+
+def spawn(config):
+    nprocs = config.nprocs or default_nprocs(config)
+    gpus = visible_gpus(config.device)
+    stage_devices(nprocs - 1, nprocs, gpus, config.share_gpu)  # fail before spawning
+    store = host_store(config) if config.node_rank == 0 else None
+    port = store.port if store else config.master_port
+    context = mp.start_processes(
+        worker, args=(config, nprocs, port), nprocs=nprocs, join=False
+    )
+    forward_sigterm(context.processes)
+    try:
+        while not context.join():
+            pass
+    except mp.ProcessExitedException as error:
+        # The worker printed its own error; say which one stopped the job.
+        raise SystemExit(
+            f"worker {error.error_index} exited with code {error.exit_code}"
+        ) from None
+    except mp.ProcessRaisedException as error:
+        raise SystemExit(str(error)) from None
+
+
+def default_nprocs(config):
+    gpus = visible_gpus(config.device)
+    return processes_per_node(gpus, config.share_gpu)
+
+
+def host_store(config):
+    """Node 0's launcher hosts the rendezvous store for the job's lifetime.
+
+    Port 0 lets the OS pick a free port, so jobs on one machine never collide.
+    """
+    try:
+        return dist.TCPStore(
+            config.master_addr,
+            config.master_port,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=config.dist_timeout),
+        )
+    except RuntimeError as error:
+        raise SystemExit(
+            f"cannot listen on {config.master_addr}:{config.master_port} "
+            f"({first_line(error)}): choose another --master-port"
+        ) from None
+
+
+def forward_sigterm(processes):
+    """Pass SIGTERM to the workers, which save a checkpoint and exit 0."""
+
+    def forward(signum, frame):
+        for process in processes:
+            if process.is_alive():
+                os.kill(process.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+
+
+def worker(local_rank, config, nprocs, port):
+    if sys.platform == "linux":
+        # A spawned process inherits "spawn" as its start method, so each
+        # DataLoader worker would re-import torch and train.py (seconds each).
+        # Fork them instead, as the workers torchrun starts do.
+        multiprocessing.set_start_method("fork", force=True)
+    placement = Placement(
+        rank=config.node_rank * nprocs + local_rank,
+        local_rank=local_rank,
+        world_size=config.nnodes * nprocs,
+        local_world_size=nprocs,
+    )
+    try:
+        store = dist.TCPStore(
+            config.master_addr,
+            port,
+            placement.world_size,
+            is_master=False,
+            timeout=timedelta(seconds=config.dist_timeout),
+        )
+    except RuntimeError as error:
+        raise SystemExit(
+            f"rank {placement.rank}: no rendezvous at {config.master_addr}:{port} "
+            f"within {config.dist_timeout:g}s: {first_line(error)}"
+        ) from None
+    run(config, placement, store)

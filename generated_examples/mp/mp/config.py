@@ -1,0 +1,105 @@
+"""Every training option: one dataclass, and the command line built from it."""
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+
+
+def option(default, help, choices=None):
+    """A dataclass field that also carries its command-line help and choices."""
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class Config:
+    epochs: int = option(3, "passes over the training data")
+    max_steps: int = option(0, "stop after this many optimizer steps; 0 = no limit")
+    batch_size: int = option(
+        32, "samples per process per micro-step (global batch = this x processes)"
+    )
+    lr: float = option(0.05, "peak learning rate (SGD)")
+    momentum: float = option(0.9, "SGD momentum")
+    weight_decay: float = option(0.0, "SGD weight decay")
+    warmup_steps: int = option(0, "linear learning-rate warm-up, in optimizer steps")
+    seed: int = option(0, "seed for initialisation and the sampler's shuffling")
+    checkpoint_dir: str = option("checkpoints", "where checkpoints are written")
+    save_every: int = option(
+        1, "save every N epochs (always at the end too); 0 = only at the end"
+    )
+    keep_last: int = option(3, "how many of the newest checkpoints to keep")
+    resume: str = option(
+        "auto",
+        "auto = newest valid checkpoint in --checkpoint-dir; none = start fresh; "
+        "or the path of a checkpoint",
+    )
+    backend: str = option(
+        "auto", "auto = nccl on CUDA, gloo on CPU", ("auto", "gloo", "nccl")
+    )
+    device: str = option(
+        "auto", "auto = CUDA when available, else CPU", ("auto", "cpu", "cuda")
+    )
+    num_workers: int = option(
+        0,
+        "DataLoader worker processes per training process",
+    )
+    amp: str = option(
+        "off", "mixed precision; fp16 adds a GradScaler", ("off", "bf16", "fp16")
+    )
+    grad_accum: int = option(1, "micro-steps per optimizer step")
+    clip_grad_norm: float = option(0.0, "clip the gradient norm to this; 0 = off")
+    compile: bool = option(False, "torch.compile the model")
+    metrics_file: str = option("", "global rank 0 writes a JSON summary here")
+    log_every: int = option(50, "log the loss every N optimizer steps")
+    eval_every: int = option(1, "evaluate every N epochs; 0 = only at the end")
+    dist_timeout: float = option(
+        600.0, "seconds to wait for every rank, at start-up and in collectives"
+    )
+    train_size: int = option(4096, "training samples")
+    eval_size: int = option(1024, "evaluation samples")
+    nprocs: int = option(0, "processes on this node; 0 = one per GPU, or 2 on CPU")
+    nnodes: int = option(1, "number of nodes")
+    node_rank: int = option(0, "this node's index, 0 .. nnodes-1")
+    master_addr: str = option("127.0.0.1", "address of node 0")
+    master_port: int = option(
+        0, "port on node 0 for the rendezvous; 0 = a free one (one node only)"
+    )
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(description=__doc__)
+    for spec in dataclasses.fields(Config):
+        flags = ["--" + spec.name.replace("_", "-")]
+        if spec.name == "local_rank":
+            flags.append("--local_rank")  # torch < 2.0 passed the underscore form
+        kwargs = {"default": spec.default, "help": spec.metadata["help"]}
+        if spec.type is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = spec.type
+            kwargs["choices"] = spec.metadata["choices"]
+        parser.add_argument(*flags, dest=spec.name, **kwargs)
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
+    config = Config(**vars(parser.parse_args(argv)))
+    problem = config_problem(config)
+    if problem:
+        parser.error(problem)
+    return config
+
+
+def config_problem(config):
+    """Why the options cannot work together, or None."""
+    at_least_one = ["epochs", "batch_size", "grad_accum", "keep_last", "log_every"]
+    for name in at_least_one:
+        if getattr(config, name) < 1:
+            return f"--{name.replace('_', '-')} must be at least 1"
+    if config.backend == "nccl" and config.device == "cpu":
+        return "--backend nccl needs --device cuda; use gloo on CPU"
+    if config.nnodes > 1 and config.master_port == 0:
+        return "--master-port is required with --nnodes > 1 (every node must agree)"
+    if not 0 <= config.node_rank < config.nnodes:
+        return f"--node-rank must be in 0..{config.nnodes - 1}"
+    return None

@@ -1,0 +1,31 @@
+"""generated_examples/ equals a fresh render through the CLI (`make examples`)."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def load_make_examples():
+    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "tools" / "make_examples.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tree(folder):
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+def test_generated_examples_match_a_fresh_render(tmp_path):
+    make_examples = load_make_examples()
+    make_examples.render_examples(tmp_path / "fresh")
+    committed, fresh = tree(ROOT / "generated_examples"), tree(tmp_path / "fresh")
+    assert sorted(committed) == sorted(fresh), "run `make examples` and commit"
+    stale = [name for name in fresh if committed[name] != fresh[name]]
+    assert stale == [], f"run `make examples` and commit; stale: {stale}"
+    assert {name.split("/")[0] for name in fresh} == set(make_examples.EXAMPLES)
