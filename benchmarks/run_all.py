@@ -24,8 +24,14 @@ PYTHON = sys.executable
 
 def wall(command, **kwargs):
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   timeout=600, **kwargs)
+    subprocess.run(
+        command,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=600,
+        **kwargs,
+    )
     return time.perf_counter() - started
 
 
@@ -35,13 +41,26 @@ def median_wall(command, repeat=5, **kwargs):
 
 def bench_generate(scratch):
     def new(index):
-        return [PYTHON, "-m", "ddpgen", "new", f"p{index}", "--mode", "mp", "--model-parallel",
-                "--output-dir", scratch]
+        return [
+            PYTHON,
+            "-m",
+            "ddpgen",
+            "new",
+            f"p{index}",
+            "--mode",
+            "mp",
+            "--model-parallel",
+            "--output-dir",
+            scratch,
+        ]
 
     times = [wall(new(index)) for index in range(5)]
     baseline = median_wall([PYTHON, "-c", "pass"])
-    return {"ddpgen_new_median_s": statistics.median(times), "python_startup_median_s": baseline,
-            "ratio_to_startup": statistics.median(times) / baseline}
+    return {
+        "ddpgen_new_median_s": statistics.median(times),
+        "python_startup_median_s": baseline,
+        "ratio_to_startup": statistics.median(times) / baseline,
+    }
 
 
 def samples_per_second(project, workdir, threads, train_size):
@@ -49,34 +68,88 @@ def samples_per_second(project, workdir, threads, train_size):
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     metrics = workdir / f"metrics-{threads or 'shared'}.json"
-    command = [PYTHON, "train.py", "--nprocs", "2", "--device", "cpu", "--num-workers", "0",
-               "--train-size", str(train_size), "--eval-size", "64", "--batch-size", "32",
-               "--epochs", "1", "--resume", "none", "--checkpoint-dir", str(workdir / "c"),
-               "--metrics-file", str(metrics)]
-    subprocess.run(command, cwd=project, env=env, check=True, timeout=600,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = [
+        PYTHON,
+        "train.py",
+        "--nprocs",
+        "2",
+        "--device",
+        "cpu",
+        "--num-workers",
+        "0",
+        "--train-size",
+        str(train_size),
+        "--eval-size",
+        "64",
+        "--batch-size",
+        "32",
+        "--epochs",
+        "1",
+        "--resume",
+        "none",
+        "--checkpoint-dir",
+        str(workdir / "c"),
+        "--metrics-file",
+        str(metrics),
+    ]
+    subprocess.run(
+        command,
+        cwd=project,
+        env=env,
+        check=True,
+        timeout=600,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return json.loads(metrics.read_text())
 
 
 def bench_threads(scratch, train_size):
-    subprocess.run([PYTHON, "-m", "ddpgen", "new", "threads", "--mode", "mp", "--data", "fakedata",
-                    "--model", "cnn", "--output-dir", scratch], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "ddpgen",
+            "new",
+            "threads",
+            "--mode",
+            "mp",
+            "--data",
+            "fakedata",
+            "--model",
+            "cnn",
+            "--output-dir",
+            scratch,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     project = Path(scratch) / "threads"
     cores = len(os.sched_getaffinity(0))
-    shared = [samples_per_second(project, Path(scratch), 0, train_size) for _ in range(3)]
-    oversubscribed = [samples_per_second(project, Path(scratch), cores, train_size) for _ in range(3)]
+    shared = [
+        samples_per_second(project, Path(scratch), 0, train_size) for _ in range(3)
+    ]
+    oversubscribed = [
+        samples_per_second(project, Path(scratch), cores, train_size) for _ in range(3)
+    ]
     fast = statistics.median(m["samples_per_second"] for m in shared)
     slow = statistics.median(m["samples_per_second"] for m in oversubscribed)
-    return {"cores": cores, "threads_per_process_shared": shared[0]["threads_per_process"],
-            "samples_per_s_shared": fast, "samples_per_s_all_cores_each": slow,
-            "speedup": fast / slow}
+    return {
+        "cores": cores,
+        "threads_per_process_shared": shared[0]["threads_per_process"],
+        "samples_per_s_shared": fast,
+        "samples_per_s_all_cores_each": slow,
+        "speedup": fast / slow,
+    }
 
 
 def main():
     quick = "--quick" in sys.argv
     with tempfile.TemporaryDirectory() as scratch:
-        results = {"generate": bench_generate(scratch),
-                   "threads": bench_threads(scratch, 512 if quick else 2048)}
+        results = {
+            "generate": bench_generate(scratch),
+            "threads": bench_threads(scratch, 512 if quick else 2048),
+        }
     print(json.dumps(results, indent=2))
 
 

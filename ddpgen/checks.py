@@ -4,9 +4,13 @@ Each returns a list of one-line problems (empty when the check passes).
 """
 
 import itertools
+import random
 import shutil
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
 JINJA_MARKERS = ("{{", "{%", "{#", "%}", "}}")
 
@@ -47,7 +51,9 @@ def check_black(project):
 
 
 def check_ruff(project):
-    return run_tool(project, "ruff", "check", "--quiet", "--output-format", "concise", ".")
+    return run_tool(
+        project, "ruff", "check", "--quiet", "--output-format", "concise", "."
+    )
 
 
 def check_compiles(project):
@@ -92,3 +98,78 @@ def combinations(options):
         elif option.kind == "bool":
             axes.append([(option.name, False), (option.name, True)])
     return [dict(values) for values in itertools.product(*axes)]
+
+
+def run_project_tests(project):
+    """The project's own test suite (`--run`), bounded in time."""
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
+    try:
+        result = subprocess.run(
+            command, cwd=project, capture_output=True, text=True, timeout=900
+        )
+    except subprocess.TimeoutExpired:
+        return ["tests: timed out after 900 s"]
+    if result.returncode in (0, 5):  # 5: the project has no tests
+        return []
+    tail = (result.stdout + result.stderr).strip().splitlines()[-5:]
+    return [f"tests: {line}" for line in tail]
+
+
+@dataclass
+class CheckedCombination:
+    answers: dict
+    problems: dict = field(default_factory=dict)  # check name -> problems
+
+    @property
+    def ok(self):
+        return not any(self.problems.values())
+
+
+def choose_combinations(template, max_combinations, seed):
+    """(combinations to check, how many the template supports in all)."""
+    supported = [
+        answers
+        for answers in combinations(template.options)
+        if not list(template.violations(template_defaults(template) | answers))
+    ]
+    if len(supported) <= max_combinations:
+        return supported, len(supported)
+    return random.Random(seed).sample(supported, max_combinations), len(supported)
+
+
+def template_defaults(template):
+    return {option.name: option.default for option in template.options}
+
+
+def check_combination(template, answers, scratch, index, run_tests):
+    """Render one combination under `scratch` and run every check on it."""
+    from ddpgen.errors import DdpgenError
+    from ddpgen.render import render_project
+    from ddpgen.spec import make_spec
+
+    checked = CheckedCombination(answers)
+    try:
+        spec = make_spec(
+            f"check{index}", output_dir=scratch, template=template, answers=answers
+        )
+        project = render_project(spec).destination
+    except DdpgenError as error:
+        checked.problems["render"] = [error.message]
+        return checked
+    checked.problems["render"] = []
+    for name, check in STATIC_CHECKS.items():
+        checked.problems[name] = check(project)
+    if run_tests:
+        checked.problems["tests"] = run_project_tests(project)
+    return checked
+
+
+def check_template(template, *, run_tests=False, max_combinations=64, seed=0):
+    """Check each (or a seeded sample of the) supported combination(s)."""
+    chosen, total = choose_combinations(template, max_combinations, seed)
+    with tempfile.TemporaryDirectory(prefix="ddpgen-check-") as scratch:
+        results = [
+            check_combination(template, answers, Path(scratch), index, run_tests)
+            for index, answers in enumerate(chosen)
+        ]
+    return results, total

@@ -6,9 +6,11 @@ from pathlib import Path
 import click
 
 from ddpgen import __version__
+from ddpgen.checks import check_template
 from ddpgen.errors import DdpgenError
 from ddpgen.render import render_project
 from ddpgen.spec import Template, make_spec
+from ddpgen.update import update_project
 
 
 class Group(click.Group):
@@ -92,7 +94,9 @@ def new(name, output_dir, force, dry_run, template, settings, **choices):
     )
     rendered = render_project(spec, force=force, dry_run=dry_run)
     if dry_run:
-        click.echo(f"would write {len(rendered.files)} files to {rendered.destination}:")
+        click.echo(
+            f"would write {len(rendered.files)} files to {rendered.destination}:"
+        )
         for file in rendered.files:
             click.echo(f"  {file}")
         return
@@ -122,5 +126,87 @@ def options(as_json, template):
         return
     for option in found:
         choices = "|".join(option.choices) if option.choices else option.kind
-        click.echo(f"--{flag_name(option.name)} {{{choices}}}  default: {option.default}")
+        click.echo(
+            f"--{flag_name(option.name)} {{{choices}}}  default: {option.default}"
+        )
         click.echo(f"    {option.help}")
+
+
+@main.command()
+@click.argument("template", type=click.Path(path_type=Path))
+@click.option("--run", "run_tests", is_flag=True, help="also run each project's tests")
+@click.option(
+    "--max-combinations",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="check a seeded sample when the matrix is larger",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="seed of the sample"
+)
+def check(template, run_tests, max_combinations, seed):
+    """Render every combination of TEMPLATE's choices and check each project."""
+    loaded = Template.load(template)
+    results, total = check_template(
+        loaded, run_tests=run_tests, max_combinations=max_combinations, seed=seed
+    )
+    if len(results) < total:
+        click.echo(
+            f"checking a sample of {len(results)} of {total} combinations (seed {seed})"
+        )
+    else:
+        click.echo(f"checking all {total} supported combinations")
+    print_check_table(results)
+    failed = [result for result in results if not result.ok]
+    if failed:
+        raise DdpgenError(f"{len(failed)} of {len(results)} combinations failed")
+
+
+def combination_label(answers):
+    return " ".join(f"{key}={value}" for key, value in answers.items())
+
+
+def print_check_table(results):
+    checks = list(results[0].problems) if results else []
+    width = max(len(combination_label(r.answers)) for r in results) if results else 0
+    click.echo(
+        " ".join(["combination".ljust(width), *[name.ljust(8) for name in checks]])
+    )
+    for result in results:
+        cells = [
+            ("FAIL" if result.problems.get(name) else "ok").ljust(8) for name in checks
+        ]
+        click.echo(" ".join([combination_label(result.answers).ljust(width), *cells]))
+    for result in results:
+        for name, problems in result.problems.items():
+            for problem in problems:
+                click.echo(f"{combination_label(result.answers)}: {name}: {problem}")
+
+
+@main.command()
+@click.argument(
+    "project", type=click.Path(file_okay=False, path_type=Path), default=Path(".")
+)
+@click.option("--template", type=click.Path(path_type=Path), help="another template")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="change an answer (repeatable)",
+)
+@click.option("--dry-run", is_flag=True, help="print what would change; write nothing")
+def update(project, template, settings, dry_run):
+    """Merge the template's changes since PROJECT was rendered into it."""
+    result = update_project(
+        project, template=template, settings=settings, dry_run=dry_run
+    )
+    verb = "would change" if dry_run else "changed"
+    if not result.changes:
+        click.echo("up to date: the template has no changes to merge")
+    for change in result.changes:
+        click.echo(f"{verb}: {change.action:8} {change.path}")
+    if result.conflicts:
+        files = ", ".join(result.conflicts)
+        raise DdpgenError(f"conflicts (resolve the <<<<<<< markers) in: {files}")

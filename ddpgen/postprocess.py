@@ -10,7 +10,9 @@ def black_mode(project):
     """The Mode `black` run inside the project would use ([tool.black])."""
     pyproject = project / "pyproject.toml"
     config = black.parse_pyproject_toml(str(pyproject)) if pyproject.is_file() else {}
-    targets = {black.TargetVersion[name.upper()] for name in config.get("target_version", [])}
+    targets = {
+        black.TargetVersion[name.upper()] for name in config.get("target_version", [])
+    }
     return black.Mode(
         target_versions=targets,
         line_length=config.get("line_length", black.DEFAULT_LINE_LENGTH),
@@ -27,6 +29,8 @@ def format_and_check(project):
             compile(formatted, str(relative), "exec")
         except (black.InvalidInput, SyntaxError) as error:
             first = str(error).strip().splitlines()[0]
-            raise TemplateError(f"{relative}: renders invalid Python: {first}") from None
+            raise TemplateError(
+                f"{relative}: renders invalid Python: {first}"
+            ) from None
         if formatted != source:
             path.write_text(formatted, encoding="utf-8")

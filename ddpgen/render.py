@@ -13,6 +13,8 @@ from ddpgen.errors import UsageError
 from ddpgen.postprocess import format_and_check
 
 ANSWERS_FILE = ".ddpgen.json"
+BASE_FILE = ".ddpgen-base.json"  # the pristine render: `ddpgen update` merges from it
+RECORD_FILES = (ANSWERS_FILE, BASE_FILE)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def render_to_directory(spec, scratch):
     """Render, format and check the project under `scratch`; return its folder."""
     project = run_cookiecutter(spec.template.path, spec.context(), scratch)
     format_and_check(project)
-    write_answers(spec, project)
+    write_records(spec, project)
     return project
 
 
@@ -59,9 +61,24 @@ def answers_record(spec):
     }
 
 
-def write_answers(spec, project):
-    text = json.dumps(answers_record(spec), indent=2, sort_keys=True) + "\n"
-    (project / ANSWERS_FILE).write_text(text, encoding="utf-8")
+def write_records(spec, project):
+    """What the project was rendered from, and the render itself (the merge base)."""
+    rendered = read_text_files(project)
+    write_json(project / BASE_FILE, rendered)
+    write_json(project / ANSWERS_FILE, answers_record(spec))
+
+
+def write_json(path, data):
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def read_text_files(folder):
+    """{relative path: text} of every file but the records."""
+    files = {}
+    for relative in sorted(relative_files(folder)):
+        if relative not in RECORD_FILES:
+            files[relative] = (folder / relative).read_text(encoding="utf-8")
+    return files
 
 
 def relative_files(folder):
@@ -91,4 +108,3 @@ def install(project, destination):
         temp = target.with_name(f".{target.name}.ddpgen-tmp")
         shutil.copy2(project / relative, temp)
         os.replace(temp, target)
-

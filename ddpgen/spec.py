@@ -93,7 +93,9 @@ class Template:
         try:
             context = json.loads(config.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise TemplateError(f"{config}: missing (not a cookiecutter template)")
+            raise TemplateError(
+                f"{config}: missing (not a cookiecutter template)"
+            ) from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise TemplateError(f"{config}: invalid JSON: {error}") from None
         if not isinstance(context, dict):
@@ -213,4 +215,6 @@ def make_spec(name, *, output_dir=".", template=None, answers=None, settings=())
         chosen[key.strip()] = template.option(key.strip()).parse(text)
     for violation in template.violations(chosen):
         raise UsageError(violation)
-    return ProjectSpec(destination=destination.absolute(), template=template, answers=chosen)
+    return ProjectSpec(
+        destination=destination.absolute(), template=template, answers=chosen
+    )

@@ -28,7 +28,12 @@ def projects(tmp_path_factory):
         if key not in cache:
             name = f"{mode}-{'mp2' if model_parallel else 'single'}-{data}-{model}"
             cache[key] = render(
-                root, name, mode=mode, model_parallel=model_parallel, data=data, model=model
+                root,
+                name,
+                mode=mode,
+                model_parallel=model_parallel,
+                data=data,
+                model=model,
             )
         return cache[key]
 

@@ -31,8 +31,19 @@ def free_port():
 
 
 def child_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC", "PET_"))}
-    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TORCHELASTIC", "PET_"))
+    }
+    for name in (
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "OMP_NUM_THREADS",
+    ):
         env.pop(name, None)
     env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
     env["PYTHONUNBUFFERED"] = "1"
@@ -63,12 +74,16 @@ def run(command, cwd, timeout=240, check=True, env=None):
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
-        raise AssertionError(f"timed out after {timeout}s: {command}\n{stdout}\n{stderr}") from None
+        raise AssertionError(
+            f"timed out after {timeout}s: {command}\n{stdout}\n{stderr}"
+        ) from None
     finally:
         kill_group(process.pid)
     result = Run(command, process.returncode, stdout, stderr)
     if check and result.returncode != 0:
-        raise AssertionError(f"exit {result.returncode}: {command}\n{result.output[-6000:]}")
+        raise AssertionError(
+            f"exit {result.returncode}: {command}\n{result.output[-6000:]}"
+        )
     return result
 
 
@@ -87,11 +102,26 @@ def train_command(project, nprocs, launcher="auto"):
     if launcher == "plain" or (launcher == "auto" and nprocs == 1):
         return [PYTHON, "train.py"]
     if launcher == "legacy":
-        return LEGACY_LAUNCH + ["--nproc-per-node", nprocs, "--master-port", free_port(), "train.py"]
+        return LEGACY_LAUNCH + [
+            "--nproc-per-node",
+            nprocs,
+            "--master-port",
+            free_port(),
+            "train.py",
+        ]
     return TORCHRUN + ["--standalone", "--nproc-per-node", nprocs, "train.py"]
 
 
-def train(project, workdir, *flags, nprocs=2, launcher="auto", timeout=240, check=True, env=None):
+def train(
+    project,
+    workdir,
+    *flags,
+    nprocs=2,
+    launcher="auto",
+    timeout=240,
+    check=True,
+    env=None,
+):
     """Train on CPU; return (metrics or None, the Run)."""
     workdir.mkdir(parents=True, exist_ok=True)
     metrics = workdir / "metrics.json"

@@ -26,24 +26,41 @@ def snapshot(folder):
 def test_version_and_help():
     assert invoke("--version").output == f"ddpgen, version {__version__}\n"
     help_text = invoke("new", "--help").output
-    for flag in ["--mode [launch|mp]", "--model-parallel / --no-model-parallel",
-                 "--data", "--model", "--output-dir", "--force", "--dry-run",
-                 "--template", "--set"]:
+    for flag in [
+        "--mode [launch|mp]",
+        "--model-parallel / --no-model-parallel",
+        "--data",
+        "--model",
+        "--output-dir",
+        "--force",
+        "--dry-run",
+        "--template",
+        "--set",
+    ]:
         assert flag in help_text
 
 
 def test_python_dash_m_runs_the_cli():
     result = subprocess.run(
-        [sys.executable, "-m", "ddpgen", "--version"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "ddpgen", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert result.returncode == 0 and result.stdout == f"ddpgen, version {__version__}\n"
+    assert (
+        result.returncode == 0 and result.stdout == f"ddpgen, version {__version__}\n"
+    )
 
 
 def test_new_writes_the_project(tmp_path):
-    result = invoke("new", "my-proj", "--mode", "mp", "--model-parallel", "--output-dir", tmp_path)
+    result = invoke(
+        "new", "my-proj", "--mode", "mp", "--model-parallel", "--output-dir", tmp_path
+    )
     assert result.exit_code == 0
     project = tmp_path / "my-proj"
-    assert result.output.startswith(f"wrote {len(snapshot(project))} files to {project}\n")
+    assert result.output.startswith(
+        f"wrote {len(snapshot(project))} files to {project}\n"
+    )
     assert (project / "my_proj" / "model_parallel.py").is_file()
     assert (project / "my_proj" / "spawn.py").is_file()
     answers = json.loads((project / ".ddpgen.json").read_text())["answers"]
@@ -52,7 +69,9 @@ def test_new_writes_the_project(tmp_path):
 
 
 def test_name_may_be_a_path(tmp_path):
-    assert invoke("new", "nested/dir/cool-thing", "--output-dir", tmp_path).exit_code == 0
+    assert (
+        invoke("new", "nested/dir/cool-thing", "--output-dir", tmp_path).exit_code == 0
+    )
     assert (tmp_path / "nested/dir/cool-thing/cool_thing/trainer.py").is_file()
 
 
@@ -78,7 +97,17 @@ def test_dry_run_lists_files_and_writes_nothing(tmp_path):
         ("", "it is empty"),
         ("x" * 41, "it is longer than 40 characters"),
     ],
-    ids=["digit", "keyword", "space", "dot", "underscore", "torch", "stdlib", "empty", "long"],
+    ids=[
+        "digit",
+        "keyword",
+        "space",
+        "dot",
+        "underscore",
+        "torch",
+        "stdlib",
+        "empty",
+        "long",
+    ],
 )
 def test_bad_names_are_refused(tmp_path, name, reason):
     result = invoke("new", name, "--output-dir", tmp_path)
@@ -101,7 +130,10 @@ def test_unsupported_combination_is_refused(tmp_path):
 def test_unknown_choice_is_a_usage_error(tmp_path):
     result = invoke("new", "p", "--mode", "thread", "--output-dir", tmp_path)
     assert result.exit_code == 2
-    assert "Invalid value for '--mode': 'thread' is not one of 'launch', 'mp'." in result.output
+    assert (
+        "Invalid value for '--mode': 'thread' is not one of 'launch', 'mp'."
+        in result.output
+    )
 
 
 def test_existing_destination_is_left_untouched(tmp_path):
@@ -132,7 +164,10 @@ def test_destination_that_is_a_file(tmp_path):
     (tmp_path / "p").write_text("x")
     result = invoke("new", "p", "--output-dir", tmp_path)
     assert result.exit_code == 2
-    assert result.output == f"Error: destination {tmp_path / 'p'} exists and is not a folder\n"
+    assert (
+        result.output
+        == f"Error: destination {tmp_path / 'p'} exists and is not a folder\n"
+    )
 
 
 def test_nothing_is_written_to_the_home_folder(tmp_path, isolated_home):
@@ -145,7 +180,10 @@ def test_options_lists_every_variable():
     assert result.exit_code == 0
     assert "--mode {launch|mp}  default: launch" in result.output
     assert "--model-parallel {bool}  default: False" in result.output
-    assert "--data {synthetic|fakedata|cifar10|imagefolder}  default: synthetic" in result.output
+    assert (
+        "--data {synthetic|fakedata|cifar10|imagefolder}  default: synthetic"
+        in result.output
+    )
     rows = json.loads(invoke("options", "--json").output)
     assert [row["name"] for row in rows] == ["mode", "model_parallel", "data", "model"]
     assert rows[0] == {
@@ -167,6 +205,8 @@ def test_generating_never_imports_torch(tmp_path):
         "except SystemExit as e:\n    assert e.code == 0, e.code\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "p" / "train.py").is_file()

@@ -19,7 +19,16 @@ def write_image_folder(root, classes=("cat", "dog", "eel"), per_class=6):
 @pytest.mark.parametrize("mode", ["launch", "mp"])
 def test_fakedata_cnn_counts_every_eval_sample_once(projects, tmp_path, mode):
     project = projects(mode, data="fakedata", model="cnn")
-    flags = ["--train-size", "32", "--eval-size", "17", "--batch-size", "4", "--epochs", "1"]
+    flags = [
+        "--train-size",
+        "32",
+        "--eval-size",
+        "17",
+        "--batch-size",
+        "4",
+        "--epochs",
+        "1",
+    ]
     metrics, _ = train(project, tmp_path, *flags)
     assert metrics["eval_samples"] == 17  # uneven over 2 ranks, no padding counted
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0
@@ -30,7 +39,9 @@ def test_imagefolder_resnet18_takes_its_classes_from_the_folders(projects, tmp_p
     project = projects("launch", data="imagefolder", model="resnet18")
     images = write_image_folder(tmp_path / "images")
     flags = ["--data-dir", images, "--image-size", "32", "--batch-size", "2"]
-    metrics, _ = train(project, tmp_path / "run", *flags, "--epochs", "1", "--num-workers", "1")
+    metrics, _ = train(
+        project, tmp_path / "run", *flags, "--epochs", "1", "--num-workers", "1"
+    )
     assert metrics["eval_samples"] == 18
     import torch
 
@@ -41,9 +52,13 @@ def test_imagefolder_resnet18_takes_its_classes_from_the_folders(projects, tmp_p
 
 def test_imagefolder_without_the_folder_says_what_is_expected(projects, tmp_path):
     project = projects("launch", data="imagefolder", model="cnn")
-    _, result = train(project, tmp_path, "--data-dir", tmp_path / "nope", nprocs=1, check=False)
+    _, result = train(
+        project, tmp_path, "--data-dir", tmp_path / "nope", nprocs=1, check=False
+    )
     assert result.returncode != 0
-    assert f"no image folder at {tmp_path / 'nope' / 'train'}: expected" in result.stderr
+    assert (
+        f"no image folder at {tmp_path / 'nope' / 'train'}: expected" in result.stderr
+    )
 
 
 def test_imagefolder_needs_a_data_dir(projects, tmp_path):
@@ -55,6 +70,11 @@ def test_imagefolder_needs_a_data_dir(projects, tmp_path):
 
 def test_cifar10_absent_without_download_is_a_clear_error(projects, tmp_path):
     project = projects("launch", data="cifar10", model="cnn")
-    _, result = train(project, tmp_path, "--data-dir", tmp_path / "cifar", nprocs=1, check=False)
+    _, result = train(
+        project, tmp_path, "--data-dir", tmp_path / "cifar", nprocs=1, check=False
+    )
     assert result.returncode != 0
-    assert f"CIFAR-10 is not in {tmp_path / 'cifar'}: pass --download to fetch it" in result.stderr
+    assert (
+        f"CIFAR-10 is not in {tmp_path / 'cifar'}: pass --download to fetch it"
+        in result.stderr
+    )

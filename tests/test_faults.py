@@ -28,14 +28,23 @@ STEPS_PER_EPOCH = 256 // (16 * 2)
 
 
 def cpu_flags(workdir, *flags):
-    return ["--device", "cpu", "--checkpoint-dir", workdir / "checkpoints", *SMALL_SYNTHETIC, *flags]
+    return [
+        "--device",
+        "cpu",
+        "--checkpoint-dir",
+        workdir / "checkpoints",
+        *SMALL_SYNTHETIC,
+        *flags,
+    ]
 
 
 def torchrun_with_fault(project, workdir, fault, step, *flags, restarts=0, once=False):
     command = TORCHRUN + ["--standalone", "--nproc-per-node", "2"]
     command += ["--max-restarts", restarts, INJECT, *cpu_flags(workdir, *flags)]
     dying_rank = 0 if fault == "kill-in-save" else 1  # rank 0 alone saves
-    env = child_env(FAULT=fault, FAULT_STEP=step, FAULT_ONCE=int(once), FAULT_RANK=dying_rank)
+    env = child_env(
+        FAULT=fault, FAULT_STEP=step, FAULT_ONCE=int(once), FAULT_RANK=dying_rank
+    )
     return run(command, cwd=project, env=env, check=False, timeout=300)
 
 
@@ -56,7 +65,9 @@ def test_slurm_script_is_valid_bash_and_requeues(projects, mode):
 
 def test_slurm_task_counts_follow_the_world_size(projects):
     single = (projects("launch") / "scripts" / "slurm.sbatch").read_text()
-    split = (projects("launch", model_parallel=True) / "scripts" / "slurm.sbatch").read_text()
+    split = (
+        projects("launch", model_parallel=True) / "scripts" / "slurm.sbatch"
+    ).read_text()
     assert "processes_per_node=$((gpus_per_node))" in single
     assert "processes_per_node=$((gpus_per_node / 2))" in split
     assert '--nproc-per-node "$processes_per_node"' in split
@@ -83,9 +94,17 @@ def run_two_nodes(project, workdir, extra_env):
         env = child_env(NODE_RANK=node_rank, **common)
         command = ["bash", "scripts/multinode.sh", *cpu_flags(workdir, "--epochs", "2")]
         command += ["--metrics-file", workdir / f"metrics{node_rank}.json"]
-        jobs.append(subprocess.Popen([str(c) for c in command], cwd=project, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, start_new_session=True))
+        jobs.append(
+            subprocess.Popen(
+                [str(c) for c in command],
+                cwd=project,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+        )
     try:
         outputs = [job.communicate(timeout=240)[0] for job in jobs]
     finally:
@@ -123,18 +142,29 @@ def test_two_nodes_on_loopback_equal_one_node(projects, tmp_path, mode):
 def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(projects, tmp_path):
     project = projects("launch")
     kill_at = STEPS_PER_EPOCH + 3  # mid-way through the second epoch
-    result = torchrun_with_fault(project, tmp_path / "killed", "kill-at-step", kill_at,
-                                 "--epochs", "3", restarts=1, once=True)
+    result = torchrun_with_fault(
+        project,
+        tmp_path / "killed",
+        "kill-at-step",
+        kill_at,
+        "--epochs",
+        "3",
+        restarts=1,
+        once=True,
+    )
     assert result.returncode == 0, result.output[-4000:]
     assert f"resumed from {tmp_path / 'killed' / 'checkpoints'}" in result.stdout
     train(project, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "3")
-    assert_same_weights(final_model(tmp_path / "killed"), final_model(tmp_path / "straight"))
+    assert_same_weights(
+        final_model(tmp_path / "killed"), final_model(tmp_path / "straight")
+    )
 
 
 def test_exhausted_restarts_fail_and_name_the_rank(projects, tmp_path):
     started = time.monotonic()
-    result = torchrun_with_fault(projects("launch"), tmp_path, "kill-at-step", 2,
-                                 "--epochs", "3", restarts=1)
+    result = torchrun_with_fault(
+        projects("launch"), tmp_path, "kill-at-step", 2, "--epochs", "3", restarts=1
+    )
     assert result.returncode != 0
     assert "rank      : 1 (local_rank: 1)" in result.stderr
     assert "Signal 9 (SIGKILL)" in result.stderr
@@ -143,11 +173,20 @@ def test_exhausted_restarts_fail_and_name_the_rank(projects, tmp_path):
 
 def test_a_failing_mp_worker_fails_the_job_naming_it(projects, tmp_path):
     project = projects("mp")
-    command = [PYTHON, "train.py", "--nprocs", "2", *cpu_flags(tmp_path, "--resume", "/nope.pt")]
+    command = [
+        PYTHON,
+        "train.py",
+        "--nprocs",
+        "2",
+        *cpu_flags(tmp_path, "--resume", "/nope.pt"),
+    ]
     result = run(command, cwd=project, check=False, timeout=120)
     assert result.returncode == 1
     assert "--resume /nope.pt: cannot load checkpoint" in result.stderr
-    assert "worker 0 exited with code 1" in result.stderr or "worker 1 exited with code 1" in result.stderr
+    assert (
+        "worker 0 exited with code 1" in result.stderr
+        or "worker 1 exited with code 1" in result.stderr
+    )
 
 
 # 5. SIGTERM
@@ -155,9 +194,15 @@ def test_a_failing_mp_worker_fails_the_job_naming_it(projects, tmp_path):
 
 def start_then_sigterm(project, command, workdir):
     """Start training, SIGTERM the launcher once the first checkpoint is saved."""
-    process = subprocess.Popen([str(c) for c in command], cwd=project, env=child_env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [str(c) for c in command],
+        cwd=project,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         output = []
         for line in process.stdout:  # bounded by pytest-timeout
@@ -168,8 +213,11 @@ def start_then_sigterm(project, command, workdir):
         output.append(process.communicate(timeout=120)[0])
         return process.returncode, "".join(output), process.pid
     finally:
-        leftovers = subprocess.run(["ps", "-o", "pid,stat,args", "-g", str(process.pid)],
-                                   capture_output=True, text=True).stdout
+        leftovers = subprocess.run(
+            ["ps", "-o", "pid,stat,args", "-g", str(process.pid)],
+            capture_output=True,
+            text=True,
+        ).stdout
         still_running = group_alive(process.pid)
         kill_group(process.pid)
         assert not still_running, f"processes were left behind:\n{leftovers}"
@@ -177,8 +225,12 @@ def start_then_sigterm(project, command, workdir):
 
 def group_alive(pgid):
     """Whether a process of the group still runs (zombies have exited already)."""
-    listing = subprocess.run(["ps", "-o", "stat=", "-g", str(pgid)], capture_output=True,
-                             text=True, timeout=30).stdout.split()
+    listing = subprocess.run(
+        ["ps", "-o", "stat=", "-g", str(pgid)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.split()
     return any(not state.startswith("Z") for state in listing)
 
 
@@ -187,7 +239,13 @@ def test_sigterm_saves_exits_and_the_next_run_resumes(projects, tmp_path, mode):
     project = projects(mode)
     flags = cpu_flags(tmp_path, "--epochs", "400", "--save-every", "1")
     if mode == "launch":
-        command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", "train.py", *flags]
+        command = TORCHRUN + [
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "train.py",
+            *flags,
+        ]
     else:
         command = [PYTHON, "train.py", "--nprocs", "2", *flags]
     returncode, output, _ = start_then_sigterm(project, command, tmp_path)
@@ -198,8 +256,15 @@ def test_sigterm_saves_exits_and_the_next_run_resumes(projects, tmp_path, mode):
     stopped_at = torch.load(saved_on_sigterm, weights_only=True)["step"]
     assert f"saved {saved_on_sigterm}" in output
     assert stopped_at % STEPS_PER_EPOCH != 0  # mid-epoch, not an epoch-end save
-    metrics, result = train(project, tmp_path, *SMALL_SYNTHETIC, "--epochs", "400",
-                            "--max-steps", stopped_at + 1)
+    metrics, result = train(
+        project,
+        tmp_path,
+        *SMALL_SYNTHETIC,
+        "--epochs",
+        "400",
+        "--max-steps",
+        stopped_at + 1,
+    )
     assert f"resumed from {saved_on_sigterm}" in result.stdout
     assert metrics["steps"] == stopped_at + 1
 
@@ -209,11 +274,23 @@ def test_sigterm_saves_exits_and_the_next_run_resumes(projects, tmp_path, mode):
 
 def test_kill_during_checkpoint_write_keeps_the_previous_one(projects, tmp_path):
     project = projects("launch")
-    result = torchrun_with_fault(project, tmp_path, "kill-in-save", 2 * STEPS_PER_EPOCH,
-                                 "--epochs", "3", "--save-every", "1", "--resume", "none")
+    result = torchrun_with_fault(
+        project,
+        tmp_path,
+        "kill-in-save",
+        2 * STEPS_PER_EPOCH,
+        "--epochs",
+        "3",
+        "--save-every",
+        "1",
+        "--resume",
+        "none",
+    )
     assert result.returncode != 0
     directory = tmp_path / "checkpoints"
-    assert [path.name for path in checkpoints(tmp_path)] == [f"checkpoint-{STEPS_PER_EPOCH:09d}.pt"]
+    assert [path.name for path in checkpoints(tmp_path)] == [
+        f"checkpoint-{STEPS_PER_EPOCH:09d}.pt"
+    ]
     assert (directory / f".checkpoint-{2 * STEPS_PER_EPOCH:09d}.pt.tmp").exists()
     metrics, resumed = train(project, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3")
     assert f"resumed from {checkpoints(tmp_path)[0]}" in resumed.stdout
@@ -259,7 +336,16 @@ def test_busy_explicit_master_port_fails_fast_naming_it(projects, tmp_path):
 
 @pytest.mark.parametrize("mode", ["launch", "mp"])
 def test_uneven_dataset_never_hangs_a_rank(projects, tmp_path, mode):
-    flags = ["--train-size", "101", "--eval-size", "37", "--batch-size", "8", "--epochs", "2"]
+    flags = [
+        "--train-size",
+        "101",
+        "--eval-size",
+        "37",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "2",
+    ]
     metrics, _ = train(projects(mode), tmp_path, *flags, timeout=120)
     assert metrics["eval_samples"] == 37
     assert metrics["steps"] == 2 * (51 // 8)  # 101 padded to 51 per rank, full batches
@@ -271,8 +357,16 @@ def test_uneven_dataset_never_hangs_a_rank(projects, tmp_path, mode):
 def test_a_rank_that_never_arrives_times_out_with_a_message(projects, tmp_path):
     flags = ["--nnodes", "2", "--node-rank", "0", "--master-port", free_port()]
     started = time.monotonic()
-    _, result = train(projects("mp"), tmp_path, *flags, "--dist-timeout", "5", nprocs=1,
-                      check=False, timeout=120)
+    _, result = train(
+        projects("mp"),
+        tmp_path,
+        *flags,
+        "--dist-timeout",
+        "5",
+        nprocs=1,
+        check=False,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert "the 2 ranks did not all join within 5s (--dist-timeout)" in result.stderr
     assert time.monotonic() - started < 90

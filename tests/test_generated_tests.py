@@ -13,12 +13,25 @@ from helpers import run
 )
 def test_generated_pytest_passes(projects, mode, model_parallel, data, model):
     project = projects(mode, model_parallel=model_parallel, data=data, model=model)
-    result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, timeout=600)
+    result = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        timeout=600,
+    )
     assert " passed" in result.stdout and "failed" not in result.stdout
 
 
 def test_generated_project_builds_a_wheel(projects, tmp_path):
     project = projects("mp")
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+    ]
     run([*command, "-q", "-w", tmp_path, "."], cwd=project, timeout=300)
-    assert [path.name for path in tmp_path.glob("*.whl")] == ["mp_single_synthetic_mlp-0.1.0-py3-none-any.whl"]
+    assert [path.name for path in tmp_path.glob("*.whl")] == [
+        "mp_single_synthetic_mlp-0.1.0-py3-none-any.whl"
+    ]

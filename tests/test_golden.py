@@ -7,7 +7,9 @@ ROOT = Path(__file__).parents[1]
 
 
 def load_make_examples():
-    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "tools" / "make_examples.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_examples", ROOT / "tools" / "make_examples.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -28,7 +28,9 @@ def gpu_flags(*flags):
 @needs_cuda
 @pytest.mark.parametrize("mode", ["launch", "mp"])
 def test_nccl_trains_and_checkpoints(projects, tmp_path, mode):
-    metrics, _ = cuda_train(projects(mode), tmp_path, *gpu_flags(*ONE_EPOCH, "--amp", "bf16"))
+    metrics, _ = cuda_train(
+        projects(mode), tmp_path, *gpu_flags(*ONE_EPOCH, "--amp", "bf16")
+    )
     assert metrics["world_size"] == WORLD and metrics["replicas_in_sync"]
     state = torch.load(metrics["checkpoint"], weights_only=True)
     assert {t.device.type for t in state["model"].values()} == {"cpu"}
@@ -38,8 +40,12 @@ def test_nccl_trains_and_checkpoints(projects, tmp_path, mode):
 def test_nccl_equals_one_process_with_the_whole_batch(projects, tmp_path):
     project = projects("launch")
     data = ["--train-size", "256", "--eval-size", "64", "--epochs", "1"]
-    cuda_train(project, tmp_path / "n", *gpu_flags(*data, "--batch-size", str(16 // WORLD)))
-    cuda_train(project, tmp_path / "one", *gpu_flags(*data, "--batch-size", "16"), nprocs=1)
+    cuda_train(
+        project, tmp_path / "n", *gpu_flags(*data, "--batch-size", str(16 // WORLD))
+    )
+    cuda_train(
+        project, tmp_path / "one", *gpu_flags(*data, "--batch-size", "16"), nprocs=1
+    )
     assert_same_weights(final_model(tmp_path / "n"), final_model(tmp_path / "one"))
 
 
@@ -61,7 +67,9 @@ def test_model_parallel_uses_two_gpus_per_process(projects, tmp_path, mode):
 @needs_cuda
 def test_single_gpu_runs_both_stages_with_share_gpu(projects, tmp_path):
     project = projects("launch", model_parallel=True)
-    metrics, _ = cuda_train(project, tmp_path, *gpu_flags(*ONE_EPOCH, "--share-gpu"), nprocs=1)
+    metrics, _ = cuda_train(
+        project, tmp_path, *gpu_flags(*ONE_EPOCH, "--share-gpu"), nprocs=1
+    )
     assert metrics["world_size"] == 1
 
 
@@ -70,4 +78,6 @@ def test_too_many_processes_for_the_gpu_pairs_fails_before_starting(projects, tm
     project = projects("mp", model_parallel=True)
     _, result = cuda_train(project, tmp_path, *gpu_flags(), nprocs=GPUS, check=False)
     assert result.returncode != 0
-    assert f"start at most {GPUS // 2}" in result.stderr or "needs 2 GPUs" in result.stderr
+    assert (
+        f"start at most {GPUS // 2}" in result.stderr or "needs 2 GPUs" in result.stderr
+    )

@@ -23,7 +23,9 @@ def test_local_rank_r_owns_gpus_2r_and_2r_plus_1(layout, gpus):
 
 
 def test_one_gpu_is_refused_unless_shared(layout):
-    with pytest.raises(layout.LayoutError, match="needs 2 GPUs per process and this node has 1"):
+    with pytest.raises(
+        layout.LayoutError, match="needs 2 GPUs per process and this node has 1"
+    ):
         layout.stage_devices(0, 1, 1)
     assert layout.processes_per_node(1, share_gpu=True) == 1
     assert layout.stage_devices(0, 1, 1, share_gpu=True) == ("cuda:0", "cuda:0")
@@ -61,7 +63,9 @@ def layer_device(layer):
     return parameters[0].device.type if parameters else None
 
 
-def test_mp_mode_split_model_equals_one_process_with_twice_the_batch(projects, tmp_path):
+def test_mp_mode_split_model_equals_one_process_with_twice_the_batch(
+    projects, tmp_path
+):
     project = projects("mp", model_parallel=True)
     data = ["--train-size", "256", "--eval-size", "64", "--epochs", "2"]
     metrics, _ = train(project, tmp_path / "two", *data, "--batch-size", "8")
@@ -76,7 +80,9 @@ def test_launch_mode_split_model_resumes_like_an_uninterrupted_run(projects, tmp
     metrics, _ = train(project, tmp_path / "resumed", *SMALL_SYNTHETIC, "--epochs", "2")
     assert metrics["world_size"] == 2 and metrics["epochs"] == 2
     train(project, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "2")
-    assert_same_weights(final_model(tmp_path / "resumed"), final_model(tmp_path / "straight"))
+    assert_same_weights(
+        final_model(tmp_path / "resumed"), final_model(tmp_path / "straight")
+    )
     state = torch.load(metrics["checkpoint"], weights_only=True)
     assert {tensor.device.type for tensor in state["model"].values()} == {"cpu"}
 

@@ -57,8 +57,12 @@ def test_only_the_chosen_files_are_rendered(rendered, answers):
     assert (package / "model_parallel.py").exists() == answers["model_parallel"]
     data_source = (package / "data.py").read_text()
     for other in {"FakeData", "CIFAR10", "ImageFolder", "TensorDataset"}:
-        chosen = {"fakedata": "FakeData", "cifar10": "CIFAR10",
-                  "imagefolder": "ImageFolder", "synthetic": "TensorDataset"}[answers["data"]]
+        chosen = {
+            "fakedata": "FakeData",
+            "cifar10": "CIFAR10",
+            "imagefolder": "ImageFolder",
+            "synthetic": "TensorDataset",
+        }[answers["data"]]
         assert (other in data_source) == (other == chosen), other
 
 
@@ -86,10 +90,16 @@ def files_of(project):
 def test_plain_cookiecutter_renders_the_same_project(tmp_path):
     plain = cookiecutter(tmp_path / "plain", "project_name=demo", "mode=mp")
     assert plain.returncode == 0, plain.stderr
-    subprocess.run([sys.executable, "-m", "black", "-q", str(tmp_path / "plain")], check=True, timeout=120)
-    ours = render_project(make_spec("demo", output_dir=tmp_path / "ours", answers={"mode": "mp"}))
+    subprocess.run(
+        [sys.executable, "-m", "black", "-q", str(tmp_path / "plain")],
+        check=True,
+        timeout=120,
+    )
+    ours = render_project(
+        make_spec("demo", output_dir=tmp_path / "ours", answers={"mode": "mp"})
+    )
     expected = files_of(ours.destination)
-    del expected[".ddpgen.json"]
+    del expected[".ddpgen.json"], expected[".ddpgen-base.json"]
     assert files_of(tmp_path / "plain" / "demo") == expected
 
 
@@ -98,7 +108,8 @@ def test_plain_cookiecutter_rejects_an_unsupported_combination(tmp_path):
     assert result.returncode != 0
     assert (
         "ERROR: unsupported combination data=synthetic with model=resnet18: synthetic "
-        "data are feature vectors; image models need data fakedata, cifar10 or imagefolder"
+        "data are feature vectors; image models need data fakedata, cifar10 or "
+        "imagefolder"
     ) in result.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -109,6 +120,15 @@ def test_built_in_template_is_found_in_the_checkout():
 
 def test_the_longest_name_still_lints_clean(tmp_path):
     name = "a" * MAX_NAME_LENGTH
-    answers = {"mode": "mp", "model_parallel": True, "data": "imagefolder", "model": "resnet18"}
-    project = render_project(make_spec(name, output_dir=tmp_path, answers=answers)).destination
-    assert [problem for check in STATIC_CHECKS.values() for problem in check(project)] == []
+    answers = {
+        "mode": "mp",
+        "model_parallel": True,
+        "data": "imagefolder",
+        "model": "resnet18",
+    }
+    project = render_project(
+        make_spec(name, output_dir=tmp_path, answers=answers)
+    ).destination
+    assert [
+        problem for check in STATIC_CHECKS.values() for problem in check(project)
+    ] == []

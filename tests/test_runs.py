@@ -38,8 +38,18 @@ def assert_contract(metrics, world_size):
     assert metrics["samples_per_second"] > 0
     assert isinstance(metrics["final_loss"], float)
     state = torch.load(metrics["checkpoint"], weights_only=True)
-    assert {"model", "optimizer", "scheduler", "scaler", "epoch", "step", "rng"} <= state.keys()
-    assert not [key for key in state["model"] if key.startswith(("module.", "_orig_mod."))]
+    assert {
+        "model",
+        "optimizer",
+        "scheduler",
+        "scaler",
+        "epoch",
+        "step",
+        "rng",
+    } <= state.keys()
+    assert not [
+        key for key in state["model"] if key.startswith(("module.", "_orig_mod."))
+    ]
     assert state["step"] == metrics["steps"] and state["epoch"] == metrics["epochs"]
 
 
@@ -79,8 +89,16 @@ def test_two_mp_jobs_on_one_machine_both_succeed(mp, tmp_path):
     for index in range(2):
         command = [PYTHON, "train.py", "--nprocs", "2", *ONE_EPOCH, "--device", "cpu"]
         command += ["--checkpoint-dir", tmp_path / f"c{index}"]
-        jobs.append(subprocess.Popen([str(c) for c in command], cwd=mp, env=child_env(),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        jobs.append(
+            subprocess.Popen(
+                [str(c) for c in command],
+                cwd=mp,
+                env=child_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for job in jobs:
         _, stderr = job.communicate(timeout=240)
         assert job.returncode == 0, stderr[-3000:]
@@ -90,25 +108,33 @@ def test_threads_are_shared_between_processes(mp, tmp_path):
     """cores // local processes each, unless OMP_NUM_THREADS says otherwise."""
     shared, _ = train(mp, tmp_path / "shared", *ONE_EPOCH)
     assert shared["threads_per_process"] == max(1, len(os.sched_getaffinity(0)) // 2)
-    explicit, _ = train(mp, tmp_path / "explicit", *ONE_EPOCH, env=child_env(OMP_NUM_THREADS=2))
+    explicit, _ = train(
+        mp, tmp_path / "explicit", *ONE_EPOCH, env=child_env(OMP_NUM_THREADS=2)
+    )
     assert explicit["threads_per_process"] == 2  # not the shared 1 on 2 cores
 
 
 def test_checkpoints_every_save_every_epochs_and_at_the_end(launch, tmp_path):
     train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3", "--save-every", "2")
-    steps = [torch.load(path, weights_only=True)["step"] for path in checkpoints(tmp_path)]
+    steps = [
+        torch.load(path, weights_only=True)["step"] for path in checkpoints(tmp_path)
+    ]
     assert steps == [2 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH]
 
 
 def test_max_steps_stops_and_saves(launch, tmp_path):
-    metrics, _ = train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "5", "--max-steps", "3")
+    metrics, _ = train(
+        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "5", "--max-steps", "3"
+    )
     assert metrics["steps"] == 3 and metrics["epochs"] == 0
     assert torch.load(metrics["checkpoint"], weights_only=True)["step"] == 3
 
 
 def test_keep_last_prunes_old_checkpoints(launch, tmp_path):
     train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3", "--keep-last", "2")
-    steps = [torch.load(path, weights_only=True)["step"] for path in checkpoints(tmp_path)]
+    steps = [
+        torch.load(path, weights_only=True)["step"] for path in checkpoints(tmp_path)
+    ]
     assert steps == [2 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH]
 
 
@@ -123,7 +149,9 @@ def test_every_contract_flag_is_accepted(mp, tmp_path):
 
 
 def test_fp16_uses_a_grad_scaler(launch, tmp_path):
-    metrics, _ = train(launch, tmp_path, *ONE_EPOCH, "--amp", "fp16", "--clip-grad-norm", "1")
+    metrics, _ = train(
+        launch, tmp_path, *ONE_EPOCH, "--amp", "fp16", "--clip-grad-norm", "1"
+    )
     state = torch.load(metrics["checkpoint"], weights_only=True)
     assert state["scaler"]["scale"] > 0
 
@@ -150,11 +178,15 @@ def test_accumulation_equals_one_step_on_a_bigger_batch(mp, tmp_path):
 
 def test_resume_equals_an_uninterrupted_run(launch, tmp_path):
     train(launch, tmp_path / "resumed", *SMALL_SYNTHETIC, "--epochs", "1")
-    metrics, result = train(launch, tmp_path / "resumed", *SMALL_SYNTHETIC, "--epochs", "2")
+    metrics, result = train(
+        launch, tmp_path / "resumed", *SMALL_SYNTHETIC, "--epochs", "2"
+    )
     assert "resumed from" in result.stdout
     assert metrics["steps"] == 2 * STEPS_PER_EPOCH
     train(launch, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "2")
-    assert_same_weights(final_model(tmp_path / "resumed"), final_model(tmp_path / "straight"))
+    assert_same_weights(
+        final_model(tmp_path / "resumed"), final_model(tmp_path / "straight")
+    )
 
 
 def test_resume_mid_epoch_equals_an_uninterrupted_run(mp, tmp_path):
@@ -164,7 +196,9 @@ def test_resume_mid_epoch_equals_an_uninterrupted_run(mp, tmp_path):
     metrics, _ = train(mp, tmp_path / "resumed", *data)
     assert metrics["steps"] == 2 * STEPS_PER_EPOCH
     train(mp, tmp_path / "straight", *data)
-    assert_same_weights(final_model(tmp_path / "resumed"), final_model(tmp_path / "straight"))
+    assert_same_weights(
+        final_model(tmp_path / "resumed"), final_model(tmp_path / "straight")
+    )
 
 
 def test_unreadable_newest_checkpoint_falls_back_to_the_previous(launch, tmp_path):
@@ -228,5 +262,7 @@ def test_eval_shards_count_every_sample_once(launch):
     dataset = list(range(7))  # does not divide by 2
     seen = []
     for rank in range(2):
-        seen += list(data.EvalShardSampler(dataset, distributed.Placement(rank, rank, 2, 2)))
+        seen += list(
+            data.EvalShardSampler(dataset, distributed.Placement(rank, rank, 2, 2))
+        )
     assert sorted(seen) == dataset

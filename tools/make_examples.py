@@ -17,7 +17,12 @@ EXAMPLES = {
     "mp-model-parallel": ["--mode", "mp", "--model-parallel"],
     "mp-fakedata-cnn": ["--mode", "mp", "--data", "fakedata", "--model", "cnn"],
     "launch-imagefolder-resnet18": [
-        "--mode", "launch", "--data", "imagefolder", "--model", "resnet18",
+        "--mode",
+        "launch",
+        "--data",
+        "imagefolder",
+        "--model",
+        "resnet18",
     ],
 }
 
@@ -27,8 +32,18 @@ def render_examples(target):
     target = Path(target)
     with tempfile.TemporaryDirectory(prefix="ddpgen-examples-") as scratch:
         for name, flags in EXAMPLES.items():
-            command = [sys.executable, "-m", "ddpgen", "new", name, "--output-dir", scratch]
-            subprocess.run(command + flags, check=True, timeout=120, stdout=subprocess.DEVNULL)
+            command = [
+                sys.executable,
+                "-m",
+                "ddpgen",
+                "new",
+                name,
+                "--output-dir",
+                scratch,
+            ]
+            subprocess.run(
+                command + flags, check=True, timeout=120, stdout=subprocess.DEVNULL
+            )
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(scratch, target)

@@ -47,7 +47,10 @@ elif FAULT == "kill-in-save":
     replace = os.replace
 
     def die_before_rename(source, target):
-        if Path(target) == checkpoint.checkpoint_path(Path(target).parent, STEP) and doomed():
+        if (
+            Path(target) == checkpoint.checkpoint_path(Path(target).parent, STEP)
+            and doomed()
+        ):
             die()
         replace(source, target)
 
