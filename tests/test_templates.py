@@ -145,7 +145,8 @@ def test_missing_template_folder(tmp_path):
 
 FLAVOURED = {
     f"{SLUG}/{{{{cookiecutter.package_name}}}}/__init__.py": (
-        "{% if cookiecutter.flavor == 'fancy' and cookiecutter.extra %}import os\n{% endif %}"
+        "{% if cookiecutter.flavor == 'fancy' and cookiecutter.extra %}"
+        "import os\n{% endif %}"
         'FLAVOR = "{{ cookiecutter.flavor }}"\n'
     ),
     f"{SLUG}/tests/test_flavor.py": (

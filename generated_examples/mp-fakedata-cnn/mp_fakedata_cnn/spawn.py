@@ -14,7 +14,8 @@ from .worker import run
 
 
 def spawn(config):
-    nprocs = config.nprocs or default_nprocs(config)
+    gpus = visible_gpus(config.device)
+    nprocs = config.nprocs or default_nprocs(config, gpus)
     store = host_store(config) if config.node_rank == 0 else None
     port = store.port if store else config.master_port
     context = mp.start_processes(
@@ -33,8 +34,7 @@ def spawn(config):
         raise SystemExit(str(error)) from None
 
 
-def default_nprocs(config):
-    gpus = visible_gpus(config.device)
+def default_nprocs(config, gpus):
     return gpus or 2
 
 

@@ -15,8 +15,8 @@ from .worker import run
 
 
 def spawn(config):
-    nprocs = config.nprocs or default_nprocs(config)
     gpus = visible_gpus(config.device)
+    nprocs = config.nprocs or default_nprocs(config, gpus)
     stage_devices(nprocs - 1, nprocs, gpus, config.share_gpu)  # fail before spawning
     store = host_store(config) if config.node_rank == 0 else None
     port = store.port if store else config.master_port
@@ -36,8 +36,7 @@ def spawn(config):
         raise SystemExit(str(error)) from None
 
 
-def default_nprocs(config):
-    gpus = visible_gpus(config.device)
+def default_nprocs(config, gpus):
     return processes_per_node(gpus, config.share_gpu)
 
 

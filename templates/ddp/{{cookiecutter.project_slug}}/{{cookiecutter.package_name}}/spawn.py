@@ -17,9 +17,9 @@ from .worker import run
 
 
 def spawn(config):
-    nprocs = config.nprocs or default_nprocs(config)
-{%- if cookiecutter.model_parallel %}
     gpus = visible_gpus(config.device)
+    nprocs = config.nprocs or default_nprocs(config, gpus)
+{%- if cookiecutter.model_parallel %}
     stage_devices(nprocs - 1, nprocs, gpus, config.share_gpu)  # fail before spawning
 {%- endif %}
     store = host_store(config) if config.node_rank == 0 else None
@@ -40,8 +40,7 @@ def spawn(config):
         raise SystemExit(str(error)) from None
 
 
-def default_nprocs(config):
-    gpus = visible_gpus(config.device)
+def default_nprocs(config, gpus):
 {%- if cookiecutter.model_parallel %}
     return processes_per_node(gpus, config.share_gpu)
 {%- else %}
