@@ -12,6 +12,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddpgen.errors import DdpgenError
+from ddpgen.render import render_project
+from ddpgen.spec import make_spec
+
 JINJA_MARKERS = ("{{", "{%", "{#", "%}", "}}")
 
 
@@ -130,23 +134,15 @@ def choose_combinations(template, max_combinations, seed):
     supported = [
         answers
         for answers in combinations(template.options)
-        if not list(template.violations(template_defaults(template) | answers))
+        if not list(template.violations(template.defaults() | answers))
     ]
     if len(supported) <= max_combinations:
         return supported, len(supported)
     return random.Random(seed).sample(supported, max_combinations), len(supported)
 
 
-def template_defaults(template):
-    return {option.name: option.default for option in template.options}
-
-
 def check_combination(template, answers, scratch, index, run_tests):
     """Render one combination under `scratch` and run every check on it."""
-    from ddpgen.errors import DdpgenError
-    from ddpgen.render import render_project
-    from ddpgen.spec import make_spec
-
     checked = CheckedCombination(answers)
     try:
         spec = make_spec(

@@ -121,6 +121,9 @@ class Template:
                 found.append(Option(name, value, help_text))
         return found
 
+    def defaults(self):
+        return {option.name: option.default for option in self.options}
+
     def option(self, name):
         for option in self.options:
             if option.name == name:
@@ -205,7 +208,7 @@ def make_spec(name, *, output_dir=".", template=None, answers=None, settings=())
     problem = name_problem(slug)
     if problem:
         raise UsageError(f"invalid project name {name!r}: {problem}")
-    chosen = {option.name: option.default for option in template.options}
+    chosen = template.defaults()
     for key, value in (answers or {}).items():
         chosen[key] = template.option(key).check(value)
     for setting in settings:
