@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: demo test test-gpu examples bench clean
+.PHONY: demo test test-pythons test-gpu examples bench clean
 
 $(BIN)/ddpgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ demo: $(BIN)/ddpgen
 test: $(BIN)/ddpgen
 	$(BIN)/pytest -q
 
+# The generator's tests (no torch) on every supported Python; a version whose
+# interpreter is missing here is skipped, saying so.
+test-pythons:
+	$(PYTHON) tools/test_pythons.py 3.10 3.12 3.13
+
 # Only the nccl runs; they skip with a reason without CUDA.
 test-gpu: $(BIN)/ddpgen
 	$(BIN)/pytest -q -m gpu -rs
@@ -35,4 +40,4 @@ bench: $(BIN)/ddpgen
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(DEMO) dist build .pytest_cache
+	rm -rf $(VENV) .venv-3.* $(DEMO) dist build .pytest_cache

@@ -47,7 +47,7 @@ def run_tool(project, module, *args):
     if result.returncode == 0:
         return []
     output = (result.stdout + result.stderr).strip().splitlines()
-    return [f"{module}: {line}" for line in output[:20]] or [f"{module} failed"]
+    return output[:20] or [f"{module} failed"]
 
 
 def check_black(project):

@@ -1,6 +1,7 @@
 """The command line: parse flags, call the library, print. No logic lives here."""
 
 import json
+import shlex
 from pathlib import Path
 
 import click
@@ -101,7 +102,10 @@ def new(name, output_dir, force, dry_run, template, settings, **choices):
             click.echo(f"  {file}")
         return
     click.echo(f"wrote {len(rendered.files)} files to {rendered.destination}")
-    click.echo(f"next: cd {rendered.destination} && less README.md")
+    if "README.md" in rendered.files:
+        click.echo(
+            f"next: cd {shlex.quote(str(rendered.destination))} && less README.md"
+        )
 
 
 @main.command()
@@ -114,7 +118,7 @@ def options(as_json, template):
         rows = [
             {
                 "name": option.name,
-                "flag": f"--{flag_name(option.name)}",
+                "flag": option_flag(option, template),
                 "kind": option.kind,
                 "choices": list(option.choices),
                 "default": option.default,
@@ -127,9 +131,17 @@ def options(as_json, template):
     for option in found:
         choices = "|".join(option.choices) if option.choices else option.kind
         click.echo(
-            f"--{flag_name(option.name)} {{{choices}}}  default: {option.default}"
+            f"{option_flag(option, template)} {{{choices}}}  default: {option.default}"
         )
         click.echo(f"    {option.help}")
+
+
+def option_flag(option, template):
+    """How `ddpgen new` takes the option: the built-in template's variables have
+    flags of their own; any other template's go through --set."""
+    if template is None:
+        return f"--{flag_name(option.name)}"
+    return f"--set {option.name}=VALUE"
 
 
 @main.command()
@@ -151,6 +163,10 @@ def check(template, run_tests, max_combinations, seed):
     results, total = check_template(
         loaded, run_tests=run_tests, max_combinations=max_combinations, seed=seed
     )
+    if total == 0:
+        raise DdpgenError(
+            f"{template}: its _constraints exclude every combination; nothing to check"
+        )
     if len(results) < total:
         click.echo(
             f"checking a sample of {len(results)} of {total} combinations (seed {seed})"
@@ -184,6 +200,9 @@ def print_check_table(results):
                 click.echo(f"{combination_label(result.answers)}: {name}: {problem}")
 
 
+KEPT_NOTE = " (binary, changed by you and the template: yours is kept)"
+
+
 @main.command()
 @click.argument(
     "project", type=click.Path(file_okay=False, path_type=Path), default=Path(".")
@@ -206,7 +225,10 @@ def update(project, template, settings, dry_run):
     if not result.changes:
         click.echo("up to date: the template has no changes to merge")
     for change in result.changes:
-        click.echo(f"{verb}: {change.action:8} {change.path}")
+        note = KEPT_NOTE if change.action == "kept" else ""
+        click.echo(f"{verb}: {change.action:8} {change.path}{note}")
     if result.conflicts:
         files = ", ".join(result.conflicts)
+        if dry_run:
+            raise DdpgenError(f"would conflict in: {files} (nothing was written)")
         raise DdpgenError(f"conflicts (resolve the <<<<<<< markers) in: {files}")

@@ -7,19 +7,22 @@ from pathlib import Path
 
 from cookiecutter import exceptions
 from cookiecutter.main import cookiecutter
-from jinja2 import TemplateSyntaxError
+from jinja2 import TemplateSyntaxError, UndefinedError
 
 from ddpgen.errors import TemplateError
+from ddpgen.files import is_litter
 
 
-def run_cookiecutter(template_dir, context, scratch):
+def run_cookiecutter(template_dir, context, scratch, shown_as=None):
     """Render into scratch/out; cookiecutter's replay and clone folders go to
-    scratch too, never to the home folder."""
+    scratch too, never to the home folder. Errors name `shown_as`, the template
+    the user gave (template_dir may be a copy of it)."""
+    shown_as = Path(shown_as or template_dir)
     config = {
         "replay_dir": str(scratch / "replay"),
         "cookiecutters_dir": str(scratch / "cookiecutters"),
     }
-    failed_hook = FailedHookName()
+    failed_hook = HookTracker(Path(template_dir) / "hooks")
     try:
         with failed_hook.recorded():
             project = cookiecutter(
@@ -30,7 +33,9 @@ def run_cookiecutter(template_dir, context, scratch):
                 default_config=config,
             )
     except TemplateSyntaxError as error:
-        where = error.filename or error.name or "template"
+        where = error.filename or error.name or failed_hook.shown(shown_as)
+        if where and str(template_dir) in where:
+            where = where.replace(str(template_dir), str(shown_as))
         raise TemplateError(
             f"{where}:{error.lineno}: Jinja syntax error: {error.message}"
         ) from None
@@ -38,36 +43,58 @@ def run_cookiecutter(template_dir, context, scratch):
         raise TemplateError(
             f"{error.message}: undefined variable: {error.error.message}"
         ) from None
-    except exceptions.FailedHookException as error:
-        hook = failed_hook.name or "a hook"
+    except UndefinedError as error:  # raised by a hook's Jinja
         raise TemplateError(
-            f"{template_dir}/hooks/{hook}: {error}; its output is above"
+            f"{failed_hook.shown(shown_as)}: undefined variable: {error.message}"
+        ) from None
+    except exceptions.FailedHookException as error:
+        raise TemplateError(
+            f"{failed_hook.shown(shown_as)}: {error}; its output is above"
         ) from None
     except (exceptions.CookiecutterException, ValueError, OSError) as error:
-        raise TemplateError(f"cannot render {template_dir}: {error}") from None
+        message = str(error).replace(str(template_dir), str(shown_as))
+        raise TemplateError(f"cannot render {shown_as}: {message}") from None
     return Path(project)
 
 
-class FailedHookName(logging.Handler):
-    """Cookiecutter names the failing hook only in a log record: keep the name.
+class HookTracker(logging.Handler):
+    """Cookiecutter names the hook it runs only in log records: keep the name
+    while the hook runs, to say which script failed.
 
     Handling cookiecutter's records here also keeps Python's last-resort
     handler from printing them, with a traceback, to the user's terminal.
     """
 
-    def __init__(self):
-        super().__init__(logging.ERROR)
-        self.name = None
+    def __init__(self, hooks_dir):
+        super().__init__(logging.DEBUG)
+        self.hooks_dir = hooks_dir
+        self.running = None
 
     def emit(self, record):
-        if "hook script didn't exit successfully" in record.msg and record.args:
-            self.name = f"{record.args[0]}.py"
+        if record.msg == "Running hook %s" and record.args:
+            self.running = record.args[0]
+        elif "hook script didn't exit successfully" not in str(record.msg):
+            self.running = None  # rendering files again
+
+    def shown(self, template):
+        """The running hook's file(s), under the user's template path."""
+        if self.running is None:
+            return str(template)
+        scripts = sorted(
+            path.name
+            for path in self.hooks_dir.glob(f"{self.running}.*")
+            if not is_litter(path.name)
+        ) or [self.running]
+        return ", ".join(f"{template}/hooks/{name}" for name in scripts)
 
     @contextlib.contextmanager
     def recorded(self):
         logger = logging.getLogger("cookiecutter")
+        level = logger.level
         logger.addHandler(self)
+        logger.setLevel(logging.DEBUG)
         try:
             yield
         finally:
             logger.removeHandler(self)
+            logger.setLevel(level)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpgen.cookiecutter_run import run_cookiecutter
-from ddpgen.errors import UsageError
+from ddpgen.errors import DdpgenError, UsageError
+from ddpgen.files import copy_template, project_files, read_content, recorded
 from ddpgen.postprocess import format_and_check
 
 ANSWERS_FILE = ".ddpgen.json"
@@ -25,11 +26,15 @@ class Rendered:
 
 
 def render_project(spec, *, force=False, dry_run=False):
-    """Render `spec` into its destination (or only list the files, for a dry run)."""
+    """Render `spec` into its destination (or only list the files, for a dry run).
+
+    Every reason the files cannot be written is found before one is written.
+    """
     check_destination(spec.destination, force)
     with tempfile.TemporaryDirectory(prefix="ddpgen-") as scratch:
         project = render_to_directory(spec, Path(scratch))
-        files = tuple(sorted(relative_files(project)))
+        files = tuple(project_files(project))
+        check_paths_free(spec.destination, files)
         if not dry_run:
             install(project, spec.destination)
     return Rendered(spec.destination, files, written=not dry_run)
@@ -43,11 +48,56 @@ def check_destination(destination, force):
             f"destination {destination} is not empty; pass --force to write the "
             "template's files into it (other files are kept)"
         )
+    existing = nearest_existing(destination)
+    if not existing.is_dir():
+        raise UsageError(f"cannot create {destination}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write to {existing}: {write_problem(existing)}")
+
+
+def nearest_existing(path):
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def write_problem(folder):
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return "read-only file system" if read_only else "permission denied"
+
+
+def check_paths_free(destination, files):
+    """Refuse when a user's file stands where the template writes a folder, or a
+    folder where it writes a file (only possible with --force)."""
+    blocked = []
+    for relative in files:
+        target = destination / relative
+        folders = [destination / part for part in Path(relative).parents][:-1]
+        blocked += [f for f in folders if f.exists() and not f.is_dir()]
+        if target.is_dir():
+            blocked.append(target)
+    if blocked:
+        first, *others = sorted(set(blocked))
+        found, wanted = (
+            ("a folder", "a file") if first.is_dir() else ("a file", "a folder")
+        )
+        more = f" (and {len(others)} more)" if others else ""
+        raise UsageError(
+            f"cannot write into {destination}: {first.relative_to(destination)} is "
+            f"{found} where the template writes {wanted}{more}; nothing was written"
+        )
 
 
 def render_to_directory(spec, scratch):
-    """Render, format and check the project under `scratch`; return its folder."""
-    project = run_cookiecutter(spec.template.path, spec.context(), scratch)
+    """Render, format and check the project under `scratch`; return its folder.
+
+    The template is rendered from a copy without its litter (caches, editor
+    files), so no template folder ever leaks them into a project."""
+    template = copy_template(spec.template.path, scratch / "template")
+    project = run_cookiecutter(template, spec.context(), scratch, spec.template.path)
     format_and_check(project)
     write_records(spec, project)
     return project
@@ -63,7 +113,7 @@ def answers_record(spec):
 
 def write_records(spec, project):
     """What the project was rendered from, and the render itself (the merge base)."""
-    rendered = read_text_files(project)
+    rendered = {path: recorded(text) for path, text in read_files(project).items()}
     write_json(project / BASE_FILE, rendered)
     write_json(project / ANSWERS_FILE, answers_record(spec))
 
@@ -72,37 +122,44 @@ def write_json(path, data):
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def read_text_files(folder):
-    """{relative path: text} of every file but the records."""
-    files = {}
-    for relative in sorted(relative_files(folder)):
-        if relative not in RECORD_FILES:
-            files[relative] = (folder / relative).read_text(encoding="utf-8")
-    return files
-
-
-def relative_files(folder):
-    for path in folder.rglob("*"):
-        if path.is_file():
-            yield path.relative_to(folder).as_posix()
+def read_files(folder):
+    """{relative path: text, or bytes for a binary file} of every file but the
+    records."""
+    return {
+        relative: read_content(folder / relative)
+        for relative in project_files(folder)
+        if relative not in RECORD_FILES
+    }
 
 
 def install(project, destination):
     """Move the rendered project into place: renamed whole when the destination is
     new, file by file (each replaced atomically) when it already exists."""
-    if not destination.exists():
-        destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if destination.exists():
+            replace_files(project, destination)
+        else:
+            move_whole(project, destination)
+    except OSError as error:
+        raise DdpgenError(
+            f"cannot write {destination}: {error.strerror or error}"
+        ) from None
+
+
+def move_whole(project, destination):
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(project, destination)
+    except OSError:  # another file system: copy, and undo a partial copy
         try:
-            os.replace(project, destination)
-            return
-        except OSError:  # another file system: copy, and undo a partial copy
-            try:
-                shutil.copytree(project, destination, symlinks=True)
-            except BaseException:
-                shutil.rmtree(destination, ignore_errors=True)
-                raise
-            return
-    for relative in relative_files(project):
+            shutil.copytree(project, destination, symlinks=True)
+        except BaseException:
+            shutil.rmtree(destination, ignore_errors=True)
+            raise
+
+
+def replace_files(project, destination):
+    for relative in project_files(project):
         target = destination / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.ddpgen-tmp")

@@ -5,6 +5,7 @@ choice (first item the default), a boolean a flag, a string a text value;
 `__prompts__` gives their help and `_constraints` the combinations it rejects.
 """
 
+import fnmatch
 import hashlib
 import json
 import keyword
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpgen.errors import TemplateError, UsageError
+from ddpgen.files import is_litter, template_files
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 NAME_VARIABLES = ("project_name", "project_slug", "package_name")
@@ -100,6 +102,9 @@ class Template:
             raise TemplateError(f"{config}: invalid JSON: {error}") from None
         if not isinstance(context, dict):
             raise TemplateError(f"{config}: must hold a JSON object")
+        problem = context_problem(context)
+        if problem:
+            raise TemplateError(f"{config}: {problem}")
         return cls(path=path, context=context, source=source)
 
     @property
@@ -143,14 +148,97 @@ class Template:
                             f"{key}={answers.get(key)}: {rule['because']}"
                         )
 
+    def package_collision(self, package):
+        """Why a package of this name would clash with what the template writes
+        beside it, or None: a file or folder of that name, or a .gitignore
+        pattern that would leave the package out of the user's repository."""
+        folder = self.project_folder()
+        if folder is None:
+            return None
+        for entry in folder.iterdir():
+            if "{{" in entry.name or is_litter(entry.name):
+                continue
+            module = entry.name.removesuffix(".py")
+            if package == module:
+                shown = entry.name + ("/" if entry.is_dir() else "")
+                return (
+                    f"package {package!r} would collide with {shown}, "
+                    "which the template writes"
+                )
+        for pattern in ignore_patterns(folder / ".gitignore"):
+            if fnmatch.fnmatchcase(package, pattern.strip("/")):
+                return (
+                    f"package {package!r} would be ignored by the project's "
+                    f".gitignore ({pattern})"
+                )
+        return None
+
+    def project_folder(self):
+        """The template's `{{cookiecutter.…}}` folder that becomes the project."""
+        folders = [p for p in self.path.iterdir() if p.is_dir() and "{{" in p.name]
+        return folders[0] if len(folders) == 1 else None
+
     def fingerprint(self):
         """A hash of every file of the template: which version rendered a project."""
         digest = hashlib.sha256()
-        for path in sorted(self.path.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(path.relative_to(self.path).as_posix().encode())
-                digest.update(path.read_bytes())
+        for relative in template_files(self.path):
+            digest.update(relative.as_posix().encode())
+            try:
+                digest.update((self.path / relative).read_bytes())
+            except OSError as error:
+                raise TemplateError(
+                    f"{self.path / relative}: cannot read template file: "
+                    f"{error.strerror or error}"
+                ) from None
         return digest.hexdigest()[:16]
+
+
+def context_problem(context):
+    """What is malformed in a cookiecutter.json that ddpgen reads, or None."""
+    prompts = context.get("__prompts__", {})
+    if not isinstance(prompts, dict):
+        return "__prompts__ must be an object of {variable: help text}"
+    for name, value in context.items():
+        if name.startswith("_") or not isinstance(value, list):
+            continue
+        if not value:
+            return f"{name}: a choice needs at least one item"
+        odd = [item for item in value if not isinstance(item, str)]
+        if odd:
+            return f"{name}: choices must be strings (write {json.dumps(str(odd[0]))})"
+    return constraints_problem(context.get("_constraints", []))
+
+
+def constraints_problem(constraints):
+    shape = (
+        'each a {"if": {variable: value}, "require": {variable: [values]}, '
+        '"because": "why"}'
+    )
+    if not isinstance(constraints, list):
+        return f"_constraints must be a list of rules, {shape}"
+    for index, rule in enumerate(constraints):
+        well_formed = (
+            isinstance(rule, dict)
+            and isinstance(rule.get("if"), dict)
+            and isinstance(rule.get("require"), dict)
+            and all(isinstance(v, list) for v in rule["require"].values())
+            and isinstance(rule.get("because"), str)
+        )
+        if not well_formed:
+            return f"_constraints[{index}] is malformed: rules are {shape}"
+    return None
+
+
+def ignore_patterns(gitignore):
+    try:
+        lines = gitignore.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [
+        line.strip()
+        for line in lines
+        if line.strip() and not line.startswith(("#", "!")) and "{{" not in line
+    ]
 
 
 @dataclass(frozen=True)
@@ -205,7 +293,7 @@ def make_spec(name, *, output_dir=".", template=None, answers=None, settings=())
     template = template if isinstance(template, Template) else Template.load(template)
     destination = Path(output_dir) / name
     slug = Path(name).name if name not in ("", ".", "..") else ""
-    problem = name_problem(slug)
+    problem = name_problem(slug) or template.package_collision(package_name_for(slug))
     if problem:
         raise UsageError(f"invalid project name {name!r}: {problem}")
     chosen = template.defaults()

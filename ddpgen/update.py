@@ -4,7 +4,9 @@ template's changes into the user's edits, three-way.
 The base is the render the project came from, kept in the project itself
 (.ddpgen-base.json), so it survives edits to the template in place. The merge
 is `git merge-file`: changes on both sides to different lines both survive; the
-same lines get conflict markers.
+same lines get conflict markers. A binary file (not UTF-8 text) is recorded by
+its hash: it is updated when the user left it as rendered, and kept as the
+user's when both sides changed it (reported as `kept`), since bytes cannot merge.
 """
 
 import json
@@ -16,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpgen.errors import DdpgenError, UsageError
+from ddpgen.files import read_content, recorded
 from ddpgen.render import (
     ANSWERS_FILE,
     BASE_FILE,
     RECORD_FILES,
-    read_text_files,
+    read_files,
     render_to_directory,
 )
 from ddpgen.spec import BUILTIN_SOURCE, NAME_VARIABLES, Template, make_spec
@@ -29,8 +32,8 @@ from ddpgen.spec import BUILTIN_SOURCE, NAME_VARIABLES, Template, make_spec
 @dataclass(frozen=True)
 class Change:
     path: str
-    action: str  # add, update, merge, conflict, delete
-    text: str | None = None  # the new content (None: delete)
+    action: str  # add, update, merge, conflict, kept, delete
+    text: str | None = None  # merged text (merge, conflict); else the render's file
 
 
 @dataclass(frozen=True)
@@ -43,29 +46,46 @@ class UpdateResult:
         return [change.path for change in self.changes if change.action == "conflict"]
 
 
-def read_json(path, what):
+def read_json(path, what, kind=dict):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(
             f"{path.parent} is not a ddpgen project ({path.name} is missing)"
         ) from None
     except (OSError, ValueError) as error:
         raise UsageError(f"{path}: unreadable {what}: {error}") from None
+    if not isinstance(data, kind):
+        raise UsageError(f"{path}: not a ddpgen {what}")
+    return data
+
+
+def read_answers_record(project):
+    path = project / ANSWERS_FILE
+    record = read_json(path, "answers record")
+    if not isinstance(record.get("template"), str) or not isinstance(
+        record.get("answers"), dict
+    ):
+        raise UsageError(
+            f"{path}: not a ddpgen answers record (needs 'template' and 'answers')"
+        )
+    return record
 
 
 def update_project(project, *, template=None, settings=(), dry_run=False):
     """Merge the template's changes since the project's render into it."""
     project = Path(project).resolve()
-    record = read_json(project / ANSWERS_FILE, "answers record")
+    record = read_answers_record(project)
     base = read_json(project / BASE_FILE, "merge base")
     template = Template.load(template or source_path(record["template"]))
-    new = render_new(project, record, template, settings)
-    changes = tuple(plan(base, new[0], read_current(project, base, new[0])))
-    if not dry_run:
-        apply(project, changes)
-        for name in RECORD_FILES:
-            write_atomically(project / name, new[1][name])
+    with tempfile.TemporaryDirectory(prefix="ddpgen-update-") as scratch:
+        rendered = render_new(project, record, template, settings, Path(scratch))
+        new = read_files(rendered)
+        changes = tuple(plan(base, new, read_current(project, base, new)))
+        if not dry_run:
+            apply(project, rendered, changes)
+            for name in RECORD_FILES:
+                copy_atomically(rendered / name, project / name)
     return UpdateResult(changes, written=not dry_run)
 
 
@@ -73,39 +93,27 @@ def source_path(source):
     return None if source == BUILTIN_SOURCE else source
 
 
-def render_new(project, record, template, settings):
-    """({path: text}, {record file: text}) of a fresh render with the answers."""
-    answers = {k: v for k, v in record["answers"].items() if k not in NAME_VARIABLES}
+def render_new(project, record, template, settings, scratch):
+    """The folder of a fresh render with the recorded answers and `settings`."""
     known = {option.name for option in template.options}
-    answers = {
-        k: v for k, v in answers.items() if k in known
-    }  # the template may drop some
+    answers = {  # the template may have dropped some
+        key: value
+        for key, value in record["answers"].items()
+        if key in known and key not in NAME_VARIABLES
+    }
     slug = record["answers"].get("project_slug", project.name)
-    with tempfile.TemporaryDirectory(prefix="ddpgen-update-") as scratch:
-        spec = make_spec(
-            slug,
-            output_dir=scratch,
-            template=template,
-            answers=answers,
-            settings=settings,
-        )
-        rendered = render_to_directory(spec, Path(scratch) / "render")
-        records = {
-            name: (rendered / name).read_text(encoding="utf-8") for name in RECORD_FILES
-        }
-        return read_text_files(rendered), records
+    spec = make_spec(
+        slug, output_dir=scratch, template=template, answers=answers, settings=settings
+    )
+    return render_to_directory(spec, scratch / "render")
 
 
 def read_current(project, base, new):
-    current = {}
-    for relative in set(base) | set(new):
-        path = project / relative
-        if path.is_file():
-            try:
-                current[relative] = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                current[relative] = None  # binary now: never merged, never overwritten
-    return current
+    return {
+        relative: read_content(project / relative)
+        for relative in set(base) | set(new)
+        if (project / relative).is_file()
+    }
 
 
 def plan(base, new, current):
@@ -118,17 +126,20 @@ def plan(base, new, current):
 
 
 def plan_file(path, base, new, exists, mine):
+    """base is as recorded (text, or a binary's hash); new and mine are contents."""
     if not exists:
         # Deleted by the user stays deleted; a new template file is added.
-        return Change(path, "add", new) if base is None and new is not None else None
-    if mine is None or mine == new:
+        return Change(path, "add") if base is None and new is not None else None
+    if mine == new:
         return None
     if new is None:  # the template dropped the file
-        return Change(path, "delete") if mine == base else None
-    if mine == base:
-        return Change(path, "update", new)
-    if new == base:
+        return Change(path, "delete") if recorded(mine) == base else None
+    if recorded(mine) == base:
+        return Change(path, "update")
+    if recorded(new) == base:
         return None  # only the user changed it
+    if not all(isinstance(text, str) for text in (mine, new, base or "")):
+        return Change(path, "kept")  # bytes cannot be merged: the user's file stays
     merged, clean = merge_texts(mine, base or "", new)
     return Change(path, "merge" if clean else "conflict", merged)
 
@@ -156,17 +167,28 @@ def merge_texts(mine, base, theirs):
     return result.stdout, result.returncode == 0
 
 
-def apply(project, changes):
+def apply(project, rendered, changes):
+    """Write each change; files get the fresh render's mode (an executable
+    script stays executable)."""
     for change in changes:
         target = project / change.path
         if change.action == "delete":
             target.unlink()
-        else:
+        elif change.action in ("add", "update"):
             target.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(target, change.text)
+            copy_atomically(rendered / change.path, target)
+        elif change.action in ("merge", "conflict"):
+            temp = temporary_beside(target)
+            temp.write_text(change.text, encoding="utf-8")
+            shutil.copymode(rendered / change.path, temp)
+            os.replace(temp, target)
 
 
-def write_atomically(path, text):
-    temp = path.with_name(f".{path.name}.ddpgen-tmp")
-    temp.write_text(text, encoding="utf-8")
-    os.replace(temp, path)
+def temporary_beside(path):
+    return path.with_name(f".{path.name}.ddpgen-tmp")
+
+
+def copy_atomically(source, target):
+    temp = temporary_beside(target)
+    shutil.copy2(source, temp)
+    os.replace(temp, target)

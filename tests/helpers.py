@@ -1,14 +1,14 @@
 """Shared test helpers: render projects, run them with timeouts and free ports."""
 
+import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
-
-import torch
 
 from ddpgen import make_spec, render_project
 
@@ -143,10 +143,38 @@ def checkpoints(workdir):
 
 
 def final_model(workdir):
+    import torch  # the generator's own tests run where torch is not installed
+
     return torch.load(checkpoints(workdir)[-1], weights_only=True)["model"]
 
 
 def assert_same_weights(actual, expected):
+    import torch
+
     assert actual.keys() == expected.keys()
     for key, value in actual.items():
         torch.testing.assert_close(value, expected[key], msg=key)
+
+
+TEMPLATES_DOC = Path(__file__).parents[1] / "docs" / "templates.md"
+DOC_FILE_BLOCK = re.compile(r"```\w+ file=(?P<path>\S+)\n(?P<text>.*?)```", re.DOTALL)
+
+
+def write_example_template(root):
+    """The small template docs/templates.md shows, written out under `root`."""
+    blocks = list(DOC_FILE_BLOCK.finditer(TEMPLATES_DOC.read_text()))
+    assert len(blocks) == 3
+    for block in blocks:
+        path = root / block["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(block["text"])
+    return root
+
+
+def load_tool(name):
+    """A script of tools/ as a module."""
+    path = Path(__file__).parents[1] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

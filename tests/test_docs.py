@@ -1,24 +1,9 @@
 """docs/templates.md stays true: its example template renders and checks clean."""
 
-import re
-from pathlib import Path
-
 from click.testing import CliRunner
+from helpers import write_example_template
 
 from ddpgen.cli import main
-
-DOC = Path(__file__).parents[1] / "docs" / "templates.md"
-BLOCK = re.compile(r"```\w+ file=(?P<path>\S+)\n(?P<text>.*?)```", re.DOTALL)
-
-
-def write_example_template(root):
-    blocks = list(BLOCK.finditer(DOC.read_text()))
-    assert len(blocks) == 3
-    for block in blocks:
-        path = root / block["path"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(block["text"])
-    return root
 
 
 def test_the_example_template_renders_as_documented(tmp_path):
@@ -42,7 +27,10 @@ def test_the_example_template_renders_as_documented(tmp_path):
     package = (tmp_path / "my-demo" / "my_demo" / "__init__.py").read_text()
     assert package == 'BACKEND = "nccl"\nVERBOSE = True\n'
     options = CliRunner().invoke(main, ["options", "--template", str(template)]).output
-    assert "--backend {gloo|nccl}  default: gloo\n    process-group backend" in options
+    assert (
+        "--set backend=VALUE {gloo|nccl}  default: gloo\n    process-group backend"
+        in options
+    )
 
 
 def test_the_example_template_checks_clean(tmp_path):

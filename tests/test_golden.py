@@ -1,18 +1,10 @@
 """generated_examples/ equals a fresh render through the CLI (`make examples`)."""
 
-import importlib.util
 from pathlib import Path
 
+from helpers import load_tool
+
 ROOT = Path(__file__).parents[1]
-
-
-def load_make_examples():
-    spec = importlib.util.spec_from_file_location(
-        "make_examples", ROOT / "tools" / "make_examples.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def tree(folder):
@@ -24,7 +16,7 @@ def tree(folder):
 
 
 def test_generated_examples_match_a_fresh_render(tmp_path):
-    make_examples = load_make_examples()
+    make_examples = load_tool("make_examples")
     make_examples.render_examples(tmp_path / "fresh")
     committed, fresh = tree(ROOT / "generated_examples"), tree(tmp_path / "fresh")
     assert sorted(committed) == sorted(fresh), "run `make examples` and commit"

@@ -1,10 +1,12 @@
 """Every supported combination renders clean code; every other one is refused."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_tool
 
 from ddpgen import Template, UsageError, make_spec, render_project
 from ddpgen.checks import STATIC_CHECKS, combinations
@@ -64,6 +66,41 @@ def test_only_the_chosen_files_are_rendered(rendered, answers):
             "synthetic": "TensorDataset",
         }[answers["data"]]
         assert (other in data_source) == (other == chosen), other
+
+
+def lowest_python(project):
+    """The X.Y of the project's `requires-python = ">=X.Y"`."""
+    pyproject = (project / "pyproject.toml").read_text()
+    found = re.search(r'^requires-python = ">=(3\.\d+)"$', pyproject, re.MULTILINE)
+    assert found, "requires-python must name its lowest version as >=3.X"
+    return found[1]
+
+
+# Compiles every file in memory: no __pycache__ left in the shared renders.
+COMPILE_ALL = (
+    "import pathlib\n"
+    "for path in sorted(pathlib.Path('.').rglob('*.py')):\n"
+    "    compile(path.read_text(encoding='utf-8'), str(path), 'exec')\n"
+    "    print(path)\n"
+)
+
+
+@pytest.mark.parametrize("answers", SUPPORTED, ids=combination_id)
+def test_compiles_on_the_lowest_python_it_declares(rendered, answers):
+    project = rendered(answers)
+    version = lowest_python(project)
+    interpreter = load_tool("test_pythons").find_interpreter(version)
+    if interpreter is None:
+        pytest.skip(f"no Python {version} interpreter on this machine")
+    result = subprocess.run(
+        [interpreter, "-c", COMPILE_ALL],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "train.py" in result.stdout.split()
 
 
 @pytest.mark.parametrize("answers", UNSUPPORTED, ids=combination_id)
