@@ -185,6 +185,7 @@ def test_check_names_the_one_broken_combination(tmp_path):
     assert (
         "flavor=fancy extra=True: ruff: " in result.output and "F401" in result.output
     )
+    assert "ruff: ruff:" not in result.output
     assert lines[-1] == "Error: 1 of 4 combinations failed"
 
 

@@ -1,10 +1,14 @@
 """Datasets, sharding and loaders. Put your own dataset in `build_datasets`."""
 
 import itertools
+import random
 from pathlib import Path
 
-from torch.utils.data import DataLoader, DistributedSampler, Sampler
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from torchvision import datasets, transforms
+
+from .config import ConfigError
 
 CHANNELS = 3
 
@@ -60,10 +64,37 @@ class ResumableDistributedSampler(DistributedSampler):
         self.skip = skip
 
     def __iter__(self):
-        return itertools.islice(super().__iter__(), self.skip, None)
+        indices = itertools.islice(super().__iter__(), self.skip, None)
+        # SeededAugmentation seeds each sample from its epoch and index.
+        return ((self.epoch, index) for index in indices)
 
     def __len__(self):
         return self.num_samples - self.skip
+
+
+class SeededAugmentation(Dataset):
+    """Each sample's random augmentation drawn from its own seed (run seed,
+    epoch, index): the same whichever DataLoader worker loads it, and whether
+    or not the run was resumed, so a resumed run stays exact."""
+
+    def __init__(self, dataset, seed):
+        self.dataset = dataset
+        self.seed = seed
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, key):
+        epoch, index = key
+        # Tuples of ints hash alike in every process (no PYTHONHASHSEED salt).
+        seed = hash((self.seed, epoch, index)) & 0xFFFF_FFFF_FFFF
+        python_state = random.getstate()
+        with torch.random.fork_rng(devices=[]):  # leave the caller's streams alone
+            torch.manual_seed(seed)
+            random.seed(seed)
+            sample = self.dataset[index]
+        random.setstate(python_state)
+        return sample
 
 
 class EvalShardSampler(Sampler):
@@ -86,8 +117,17 @@ def build_loaders(config, placement, device, train_set, eval_set):
         "num_workers": workers,
         "pin_memory": device.type == "cuda",
         "persistent_workers": workers > 0,
+        # Worker seeds come from here, not from the training RNG stream.
+        "generator": torch.Generator().manual_seed(config.seed),
     }
     sampler = ResumableDistributedSampler(train_set, placement, config.seed)
+    if sampler.num_samples < config.batch_size:
+        raise ConfigError(
+            f"{len(train_set)} training samples give each of the "
+            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"fewer than --batch-size {config.batch_size}: nothing would train"
+        )
+    train_set = SeededAugmentation(train_set, config.seed)
     # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.
     train = DataLoader(train_set, sampler=sampler, drop_last=True, **common)
     evaluation = DataLoader(

@@ -1,6 +1,7 @@
 """The training loop: accumulation, mixed precision, clipping, evaluation, saves."""
 
 import contextlib
+import sys
 import time
 
 import torch
@@ -48,13 +49,21 @@ class Trainer:
         self.step_loss = torch.zeros((), device=self.output_device)
         self.last_loss = None  # the newest step's loss, still on the device
         self.samples_this_run = 0  # on this rank
+        self.train_seconds = 0.0  # in the training loop only: no eval, no saves
         self.saved_at_step = None
+        self.evaluated_at_step = None
         self.last_checkpoint = None
         self.eval_metrics = {}
 
     def log(self, message):
         if self.placement.is_main:
             tqdm.write(message)
+            sys.stdout.flush()  # Slurm and CI logs show it now, not at exit
+
+    def show_progress(self):
+        """A progress bar on rank 0's terminal; plain log lines in Slurm or CI
+        logs, where a bar would be glued to them."""
+        return self.placement.is_main and sys.stderr.isatty()
 
     def autocast(self):
         return torch.autocast(
@@ -64,26 +73,26 @@ class Trainer:
         )
 
     def fit(self):
-        started = time.perf_counter()
-        stopped_early = False
-        while self.epoch < self.config.epochs and not stopped_early:
-            stopped_early = not self._run_epoch()
-            if not stopped_early and self._due(self.config.save_every):
+        while self.epoch < self.config.epochs and not self._reached_max_steps():
+            if self._run_epoch():
+                break  # --max-steps or SIGTERM
+            if self._due(self.config.save_every):
                 self.save_checkpoint()
-            if not stopped_early and self._due(self.config.eval_every):
+            if self._due(self.config.eval_every):
                 self.evaluate()
-        seconds = time.perf_counter() - started
         if self.saved_at_step != self.step:
             self.save_checkpoint()
-        if not self.eval_metrics:
-            self.evaluate()
-        return self.summary(seconds)
+        if self.evaluated_at_step != self.step:
+            self.evaluate()  # the final metrics describe the final weights
+        return self.summary()
 
     def _due(self, every):
         return every > 0 and self.epoch % every == 0
 
     def _run_epoch(self):
-        """Train to the end of the epoch; False if it stopped early."""
+        """Train to the end of the epoch or a stop; True if the run must stop."""
+        started = time.perf_counter()
+        stopping = False
         sampler = self.train_loader.sampler
         sampler.start_epoch(
             self.epoch, skip=self.batch_in_epoch * self.config.batch_size
@@ -94,7 +103,7 @@ class Trainer:
             desc=f"epoch {self.epoch}",
             initial=self.batch_in_epoch,
             total=total,
-            disable=not self.placement.is_main,
+            disable=not self.show_progress(),
             leave=False,
         )
         for inputs, targets in batches:
@@ -106,11 +115,21 @@ class Trainer:
             self.batch_in_epoch += 1
             if last_in_group:
                 self._optimizer_step()
-                if self._should_stop():
-                    return False
-        self.epoch += 1
-        self.batch_in_epoch = 0
-        return True
+                stopping = self._should_stop()
+                if stopping:
+                    break
+        if self.batch_in_epoch == total:  # also when a stop came on its last step
+            self.epoch += 1
+            self.batch_in_epoch = 0
+        self._wait_for_devices()
+        self.train_seconds += time.perf_counter() - started
+        return stopping
+
+    def _wait_for_devices(self):
+        """Let queued GPU work finish, so the training time includes it."""
+        for device in {self.input_device, self.output_device}:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
 
     def _forward_backward(self, inputs, targets, group_size, sync):
         # DDP all-reduces gradients in backward; skip that on all but the last
@@ -143,9 +162,13 @@ class Trainer:
             lr = self.scheduler.get_last_lr()[0]
             self.log(f"step {self.step} loss {self.last_loss.item():.4f} lr {lr:.3g}")
 
+    def _reached_max_steps(self):
+        # Every rank counts the same steps: no need to agree.
+        return 0 < self.config.max_steps <= self.step
+
     def _should_stop(self):
-        if self.config.max_steps and self.step >= self.config.max_steps:
-            return True  # every rank counts the same steps: no need to agree
+        if self._reached_max_steps():
+            return True
         if self.stop_request.agreed():
             self.log(f"SIGTERM: stopping at step {self.step} to save a checkpoint")
             return True
@@ -170,11 +193,14 @@ class Trainer:
             [count] + [float(sums[name]) for name in METRICS], self.output_device
         )
         samples = int(totals[0])
-        self.eval_metrics = {"eval_samples": samples} | {
-            f"eval_{name}": total / max(samples, 1)
+        self.evaluated_at_step = self.step
+        self.eval_metrics = {"eval_step": self.step, "eval_samples": samples} | {
+            f"eval_{name}": total / samples if samples else None
             for name, total in zip(METRICS, totals[1:], strict=True)
         }
-        shown = ", ".join(f"{k} {v:.4g}" for k, v in self.eval_metrics.items())
+        shown = ", ".join(
+            f"{k} {v:.4g}" for k, v in self.eval_metrics.items() if v is not None
+        )
         self.log(f"eval after epoch {self.epoch}, step {self.step}: {shown}")
 
     def state_dict(self, rng_states):
@@ -225,8 +251,11 @@ class Trainer:
                     self.config.resume, self.config.checkpoint_dir
                 )
                 choice = [str(path) if path else None, None]
+                self._set_aside_other_runs(state["step"] if path else 0)
             except SystemExit as error:
                 choice = [None, str(error)]
+            except OSError as error:
+                choice = [None, f"{self.config.checkpoint_dir}: {error}"]
         dist.broadcast_object_list(choice, src=0)
         path, error = choice
         if error:
@@ -239,7 +268,14 @@ class Trainer:
         self.last_checkpoint = path
         self.log(f"resumed from {path}: epoch {self.epoch}, step {self.step}")
 
-    def summary(self, seconds):
+    def _set_aside_other_runs(self, start_step):
+        aside = checkpoint.set_aside_newer(self.config.checkpoint_dir, start_step)
+        if aside:
+            self.log(
+                f"moved checkpoints past step {start_step} (another run) to {aside}"
+            )
+
+    def summary(self):
         """The metrics-file contents; a collective, so every rank calls it."""
         world_size = self.placement.world_size
         final_loss = None  # no step ran (a resume of a finished run)
@@ -252,7 +288,10 @@ class Trainer:
             "steps": self.step,
             "epochs": self.epoch,
             "final_loss": final_loss,
-            "samples_per_second": samples / seconds if seconds > 0 else 0.0,
+            "samples_per_second": (
+                samples / self.train_seconds if self.train_seconds > 0 else 0.0
+            ),
+            "train_seconds": self.train_seconds,
             "checkpoint": str(self.last_checkpoint),
             "replicas_in_sync": replicas_in_sync(self.ddp),
             "threads_per_process": torch.get_num_threads(),

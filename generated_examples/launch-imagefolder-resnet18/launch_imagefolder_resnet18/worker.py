@@ -2,11 +2,13 @@
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from .config import ConfigError
 from .data import build_datasets, build_loaders, output_size
 from .distributed import (
     StopRequest,
@@ -28,8 +30,13 @@ def run(config, placement, store=None):
         torch.cuda.set_device(devices[0])  # before NCCL starts, or all use GPU 0
         torch.backends.cudnn.benchmark = True
         torch.set_float32_matmul_precision("high")
-    with process_group(backend, placement, config.dist_timeout, store):
-        summary = train(config, placement, devices, backend)
+    try:
+        with process_group(backend, placement, config.dist_timeout, store):
+            summary = train(config, placement, devices, backend)
+    except ConfigError as error:  # every rank finds it: all exit alike
+        if placement.is_main:
+            print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     if placement.is_main and config.metrics_file:
         write_json_atomically(config.metrics_file, summary)
     return summary

@@ -2,14 +2,22 @@
 
 Files load with `torch.load(path, weights_only=True)`, hold CPU tensors (so any
 device layout can resume them) and model keys without DDP or compile prefixes.
+
+The folder holds one run's line of checkpoints, so the highest step is the
+newest: when a run starts fresh, or resumes from an older checkpoint, the
+checkpoints past its starting step belong to another run and are moved into
+`superseded/<time>/` (never deleted), where --resume auto and pruning never look.
 """
 
 import os
+import time
 import warnings
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from .distributed import first_line
 
 PREFIXES = ("module.", "_orig_mod.")  # added by DDP and by torch.compile
 REQUIRED_KEYS = {"model", "optimizer", "scheduler", "scaler", "epoch", "step"}
@@ -69,8 +77,35 @@ def save(state, directory, step, keep_last):
     return path
 
 
+def set_aside_newer(directory, step):
+    """Move the checkpoints past `step` (another run's) out of the way; return
+    where they went, or None."""
+    newer = [path for path in list_checkpoints(directory) if step_of(path) > step]
+    if not newer:
+        return None
+    aside = Path(directory) / "superseded" / time.strftime("%Y%m%d-%H%M%S")
+    aside.mkdir(parents=True, exist_ok=True)
+    for path in newer:
+        os.replace(path, aside / path.name)
+    return aside
+
+
+def step_of(path):
+    return int(path.stem.removeprefix("checkpoint-"))
+
+
 def load(path):
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ValueError("no such file") from None
+    except IsADirectoryError:
+        raise ValueError("it is a folder, not a checkpoint file") from None
+    except Exception as error:  # torch raises many kinds for a foreign file
+        raise ValueError(
+            f"not a checkpoint saved by torch.save ({type(error).__name__}: "
+            f"{first_line(error)})"
+        ) from error
     missing = REQUIRED_KEYS - state.keys() if isinstance(state, dict) else REQUIRED_KEYS
     if missing:
         raise ValueError(f"not a training checkpoint (missing {sorted(missing)})")
@@ -98,7 +133,7 @@ def find_resume_point(resume, directory):
         return newest_loadable(directory)
     try:
         return Path(resume), load(resume)
-    except Exception as error:
+    except ValueError as error:
         raise SystemExit(
             f"--resume {resume}: cannot load checkpoint: {error}"
-        ) from error
+        ) from None

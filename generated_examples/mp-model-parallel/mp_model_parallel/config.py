@@ -5,28 +5,43 @@ import dataclasses
 from dataclasses import dataclass, field
 
 
-def option(default, help, choices=None):
-    """A dataclass field that also carries its command-line help and choices."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+class ConfigError(Exception):
+    """Settings that cannot work with this data or job (found once the data is
+    loaded): rank 0 prints the one-line message and every rank exits 2."""
+
+
+def option(default, help, choices=None, minimum=None, maximum=None):
+    """A dataclass field that also carries its command-line help, its choices
+    and the range of its values."""
+    bounds = {"minimum": minimum, "maximum": maximum}
+    return field(default=default, metadata={"help": help, "choices": choices} | bounds)
 
 
 @dataclass
 class Config:
-    epochs: int = option(3, "passes over the training data")
-    max_steps: int = option(0, "stop after this many optimizer steps; 0 = no limit")
-    batch_size: int = option(
-        32, "samples per process per micro-step (global batch = this x processes)"
+    epochs: int = option(3, "passes over the training data", minimum=1)
+    max_steps: int = option(
+        0, "stop after this many optimizer steps; 0 = no limit", minimum=0
     )
-    lr: float = option(0.05, "peak learning rate (SGD)")
-    momentum: float = option(0.9, "SGD momentum")
-    weight_decay: float = option(0.0, "SGD weight decay")
-    warmup_steps: int = option(0, "linear learning-rate warm-up, in optimizer steps")
-    seed: int = option(0, "seed for initialisation and the sampler's shuffling")
+    batch_size: int = option(
+        32,
+        "samples per process per micro-step (global batch = this x processes)",
+        minimum=1,
+    )
+    lr: float = option(0.05, "peak learning rate (SGD)", minimum=0)
+    momentum: float = option(0.9, "SGD momentum", minimum=0)
+    weight_decay: float = option(0.0, "SGD weight decay", minimum=0)
+    warmup_steps: int = option(
+        0, "linear learning-rate warm-up, in optimizer steps", minimum=0
+    )
+    seed: int = option(
+        0, "seed for initialisation and the sampler's shuffling", minimum=0
+    )
     checkpoint_dir: str = option("checkpoints", "where checkpoints are written")
     save_every: int = option(
-        1, "save every N epochs (always at the end too); 0 = only at the end"
+        1, "save every N epochs (always at the end too); 0 = only at the end", minimum=0
     )
-    keep_last: int = option(3, "how many of the newest checkpoints to keep")
+    keep_last: int = option(3, "how many of the newest checkpoints to keep", minimum=1)
     resume: str = option(
         "auto",
         "auto = newest valid checkpoint in --checkpoint-dir; none = start fresh; "
@@ -41,30 +56,44 @@ class Config:
     num_workers: int = option(
         0,
         "DataLoader worker processes per training process",
+        minimum=0,
     )
     amp: str = option(
         "off", "mixed precision; fp16 adds a GradScaler", ("off", "bf16", "fp16")
     )
-    grad_accum: int = option(1, "micro-steps per optimizer step")
-    clip_grad_norm: float = option(0.0, "clip the gradient norm to this; 0 = off")
+    grad_accum: int = option(1, "micro-steps per optimizer step", minimum=1)
+    clip_grad_norm: float = option(
+        0.0, "clip the gradient norm to this; 0 = off", minimum=0
+    )
     compile: bool = option(False, "torch.compile the model")
     metrics_file: str = option("", "global rank 0 writes a JSON summary here")
-    log_every: int = option(50, "log the loss every N optimizer steps")
-    eval_every: int = option(1, "evaluate every N epochs; 0 = only at the end")
-    dist_timeout: float = option(
-        600.0, "seconds to wait for every rank, at start-up and in collectives"
+    log_every: int = option(50, "log the loss every N optimizer steps", minimum=1)
+    eval_every: int = option(
+        1, "evaluate every N epochs; 0 = only at the end", minimum=0
     )
-    train_size: int = option(4096, "training samples")
-    eval_size: int = option(1024, "evaluation samples")
+    dist_timeout: float = option(
+        600.0,
+        "seconds to wait for every rank, at start-up and in collectives",
+        minimum=1,
+    )
+    train_size: int = option(4096, "training samples", minimum=1)
+    eval_size: int = option(1024, "evaluation samples; 0 = no evaluation", minimum=0)
     share_gpu: bool = option(
         False, "put both model stages on one GPU (machines with a single GPU)"
     )
-    nprocs: int = option(0, "processes on this node; 0 = one per GPU pair, or 2 on CPU")
-    nnodes: int = option(1, "number of nodes")
+    nprocs: int = option(
+        0,
+        "processes on this node; 0 = one per GPU pair, or 2 on CPU",
+        minimum=0,
+    )
+    nnodes: int = option(1, "number of nodes", minimum=1)
     node_rank: int = option(0, "this node's index, 0 .. nnodes-1")
     master_addr: str = option("127.0.0.1", "address of node 0")
     master_port: int = option(
-        0, "port on node 0 for the rendezvous; 0 = a free one (one node only)"
+        0,
+        "port on node 0 for the rendezvous; 0 = a free one (one node only)",
+        minimum=0,
+        maximum=65535,
     )
 
 
@@ -95,10 +124,13 @@ def parse_args(argv=None):
 
 def config_problem(config):
     """Why the options cannot work together, or None."""
-    at_least_one = ["epochs", "batch_size", "grad_accum", "keep_last", "log_every"]
-    for name in at_least_one:
-        if getattr(config, name) < 1:
-            return f"--{name.replace('_', '-')} must be at least 1"
+    for spec in dataclasses.fields(Config):
+        value, bounds = getattr(config, spec.name), spec.metadata
+        flag = "--" + spec.name.replace("_", "-")
+        if bounds["minimum"] is not None and value < bounds["minimum"]:
+            return f"{flag} must be at least {bounds['minimum']} (got {value})"
+        if bounds["maximum"] is not None and value > bounds["maximum"]:
+            return f"{flag} must be at most {bounds['maximum']} (got {value})"
     if config.backend == "nccl" and config.device == "cpu":
         return "--backend nccl needs --device cuda; use gloo on CPU"
     if config.nnodes > 1 and config.master_port == 0:

@@ -5,6 +5,8 @@ import itertools
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
 
+from .config import ConfigError
+
 FEATURES = 10
 TARGETS = 5
 
@@ -50,7 +52,8 @@ class ResumableDistributedSampler(DistributedSampler):
         self.skip = skip
 
     def __iter__(self):
-        return itertools.islice(super().__iter__(), self.skip, None)
+        indices = itertools.islice(super().__iter__(), self.skip, None)
+        return indices
 
     def __len__(self):
         return self.num_samples - self.skip
@@ -76,8 +79,16 @@ def build_loaders(config, placement, device, train_set, eval_set):
         "num_workers": workers,
         "pin_memory": device.type == "cuda",
         "persistent_workers": workers > 0,
+        # Worker seeds come from here, not from the training RNG stream.
+        "generator": torch.Generator().manual_seed(config.seed),
     }
     sampler = ResumableDistributedSampler(train_set, placement, config.seed)
+    if sampler.num_samples < config.batch_size:
+        raise ConfigError(
+            f"{len(train_set)} training samples give each of the "
+            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"fewer than --batch-size {config.batch_size}: nothing would train"
+        )
     # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.
     train = DataLoader(train_set, sampler=sampler, drop_last=True, **common)
     evaluation = DataLoader(

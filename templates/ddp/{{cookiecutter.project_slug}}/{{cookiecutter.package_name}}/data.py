@@ -1,26 +1,27 @@
+{%- set augmented = cookiecutter.data in ["cifar10", "imagefolder"] -%}
 """Datasets, sharding and loaders. Put your own dataset in `build_datasets`."""
 
-{% if cookiecutter.data == "synthetic" -%}
 import itertools
+{%- if augmented %}
+import random
+from pathlib import Path
+{%- endif %}
 
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
-{%- elif cookiecutter.data == "cifar10" %}
-import itertools
-from pathlib import Path
-
+{%- if cookiecutter.data == "cifar10" %}
 import torch.distributed as dist
-from torch.utils.data import DataLoader, DistributedSampler, Sampler
+{%- endif %}
+{%- if cookiecutter.data == "synthetic" %}
+from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
+{%- elif augmented %}
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from torchvision import datasets, transforms
 {%- else %}
-import itertools
-{%- if cookiecutter.data == "imagefolder" %}
-from pathlib import Path
-{%- endif %}
-
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 from torchvision import datasets, transforms
 {%- endif %}
+
+from .config import ConfigError
 {%- if cookiecutter.data == "synthetic" %}
 
 FEATURES = 10
@@ -57,6 +58,8 @@ def output_size(train_set):
     return {{ "train_set.num_classes" if cookiecutter.data == "fakedata" else "len(train_set.classes)" }}
 {%- endif %}
 {%- if cookiecutter.data == "fakedata" %}
+
+
 IMAGE_SIZE = 32
 
 
@@ -74,6 +77,8 @@ def build_datasets(config, placement):
     )
     return train, evaluation
 {%- elif cookiecutter.data == "cifar10" %}
+
+
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 
@@ -87,14 +92,20 @@ def build_datasets(config, placement):
     augment = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()]
     try:
         return (
-            datasets.CIFAR10(root, train=True, transform=transforms.Compose(augment + normalize)),
-            datasets.CIFAR10(root, train=False, transform=transforms.Compose(normalize)),
+            datasets.CIFAR10(
+                root, train=True, transform=transforms.Compose(augment + normalize)
+            ),
+            datasets.CIFAR10(
+                root, train=False, transform=transforms.Compose(normalize)
+            ),
         )
     except RuntimeError as error:  # torchvision: "Dataset not found or corrupted"
         raise SystemExit(
             f"CIFAR-10 is not in {root}: pass --download to fetch it (170 MB)"
         ) from error
 {%- elif cookiecutter.data == "imagefolder" %}
+
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -142,10 +153,43 @@ class ResumableDistributedSampler(DistributedSampler):
         self.skip = skip
 
     def __iter__(self):
-        return itertools.islice(super().__iter__(), self.skip, None)
+        indices = itertools.islice(super().__iter__(), self.skip, None)
+{%- if augmented %}
+        # SeededAugmentation seeds each sample from its epoch and index.
+        return ((self.epoch, index) for index in indices)
+{%- else %}
+        return indices
+{%- endif %}
 
     def __len__(self):
         return self.num_samples - self.skip
+{%- if augmented %}
+
+
+class SeededAugmentation(Dataset):
+    """Each sample's random augmentation drawn from its own seed (run seed,
+    epoch, index): the same whichever DataLoader worker loads it, and whether
+    or not the run was resumed, so a resumed run stays exact."""
+
+    def __init__(self, dataset, seed):
+        self.dataset = dataset
+        self.seed = seed
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, key):
+        epoch, index = key
+        # Tuples of ints hash alike in every process (no PYTHONHASHSEED salt).
+        seed = hash((self.seed, epoch, index)) & 0xFFFF_FFFF_FFFF
+        python_state = random.getstate()
+        with torch.random.fork_rng(devices=[]):  # leave the caller's streams alone
+            torch.manual_seed(seed)
+            random.seed(seed)
+            sample = self.dataset[index]
+        random.setstate(python_state)
+        return sample
+{%- endif %}
 
 
 class EvalShardSampler(Sampler):
@@ -168,8 +212,19 @@ def build_loaders(config, placement, device, train_set, eval_set):
         "num_workers": workers,
         "pin_memory": device.type == "cuda",
         "persistent_workers": workers > 0,
+        # Worker seeds come from here, not from the training RNG stream.
+        "generator": torch.Generator().manual_seed(config.seed),
     }
     sampler = ResumableDistributedSampler(train_set, placement, config.seed)
+    if sampler.num_samples < config.batch_size:
+        raise ConfigError(
+            f"{len(train_set)} training samples give each of the "
+            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"fewer than --batch-size {config.batch_size}: nothing would train"
+        )
+{%- if augmented %}
+    train_set = SeededAugmentation(train_set, config.seed)
+{%- endif %}
     # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.
     train = DataLoader(train_set, sampler=sampler, drop_last=True, **common)
     evaluation = DataLoader(

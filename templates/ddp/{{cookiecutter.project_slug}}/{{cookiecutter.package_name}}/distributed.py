@@ -128,7 +128,9 @@ def process_group(backend, placement, timeout_s, store=None):
         store = store or default_store(placement, timeout)
         kwargs = {"backend": backend, "timeout": timeout}
         if store is not None:
-            kwargs.update(store=store, rank=placement.rank, world_size=placement.world_size)
+            kwargs.update(
+                store=store, rank=placement.rank, world_size=placement.world_size
+            )
         dist.init_process_group(**kwargs)
         dist.barrier()  # fails within the timeout if a rank never arrives
     except RuntimeError as error:  # torch's DistError and its timeout kinds

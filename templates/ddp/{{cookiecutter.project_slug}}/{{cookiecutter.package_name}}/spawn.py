@@ -32,10 +32,13 @@ def spawn(config):
         while not context.join():
             pass
     except mp.ProcessExitedException as error:
-        # The worker printed its own error; say which one stopped the job.
-        raise SystemExit(
-            f"worker {error.error_index} exited with code {error.exit_code}"
-        ) from None
+        # The worker printed its own error; say which one stopped the job and
+        # keep its exit code (2: the settings cannot work).
+        print(
+            f"worker {error.error_index} exited with code {error.exit_code}",
+            file=sys.stderr,
+        )
+        raise SystemExit(max(error.exit_code, 1)) from None
     except mp.ProcessRaisedException as error:
         raise SystemExit(str(error)) from None
 

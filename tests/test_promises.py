@@ -1,0 +1,188 @@
+"""What the READMEs promise holds when tried: checkpoint retention across runs,
+honest metrics, runs that cannot train refused, mistakes as one line."""
+
+import time
+
+import pytest
+import torch
+from helpers import (
+    SMALL_SYNTHETIC,
+    assert_same_weights,
+    checkpoints,
+    final_model,
+    train,
+)
+
+STEPS_PER_EPOCH = 256 // (16 * 2)  # SMALL_SYNTHETIC on 2 processes
+
+
+@pytest.fixture
+def launch(projects):
+    return projects("launch")
+
+
+@pytest.fixture
+def mp(projects):
+    return projects("mp")
+
+
+def steps_in(folder):
+    return [torch.load(p, weights_only=True)["step"] for p in checkpoints(folder)]
+
+
+# Retention: the checkpoint folder holds one run's line
+
+
+def test_a_fresh_run_keeps_its_checkpoint_and_sets_older_runs_aside(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "4")
+    assert steps_in(tmp_path) == [2 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH, 32]
+    fresh, result = train(
+        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1", "--resume", "none"
+    )
+    assert steps_in(tmp_path) == [STEPS_PER_EPOCH]
+    assert torch.load(fresh["checkpoint"], weights_only=True)["step"] == 8
+    (aside,) = (tmp_path / "checkpoints" / "superseded").iterdir()
+    assert sorted(path.name for path in aside.iterdir()) == [
+        "checkpoint-000000016.pt",
+        "checkpoint-000000024.pt",
+        "checkpoint-000000032.pt",
+    ]
+    assert f"(another run) to {aside}" in result.stdout
+    # --resume auto continues the newest run, not the older one's higher steps.
+    again, result = train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+    assert f"resumed from {fresh['checkpoint']}" in result.stdout
+    assert again["steps"] == STEPS_PER_EPOCH
+
+
+def test_rerunning_a_finished_command_changes_nothing(launch, tmp_path):
+    command = [*SMALL_SYNTHETIC, "--epochs", "1", "--max-steps", "5"]
+    first, _ = train(launch, tmp_path, *command)
+    weights = final_model(tmp_path)
+    second, _ = train(launch, tmp_path, *command)
+    assert second["steps"] == first["steps"] == 5
+    assert_same_weights(final_model(tmp_path), weights)
+    assert steps_in(tmp_path) == [5]
+
+
+def test_resuming_an_older_checkpoint_sets_the_newer_ones_aside(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3")
+    older = checkpoints(tmp_path)[0]  # step 8
+    metrics, _ = train(
+        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", "--resume", older
+    )
+    assert metrics["steps"] == 2 * STEPS_PER_EPOCH
+    assert steps_in(tmp_path) == [8, 16]
+
+
+# Metrics describe what happened
+
+
+def test_final_metrics_describe_the_final_weights(launch, tmp_path):
+    metrics, result = train(
+        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3", "--eval-every", "2"
+    )
+    assert metrics["steps"] == 3 * STEPS_PER_EPOCH
+    assert metrics["eval_step"] == metrics["steps"]
+    evaluations = [line for line in result.stdout.splitlines() if "eval after" in line]
+    assert [line.split(":")[0] for line in evaluations] == [
+        "eval after epoch 2, step 16",
+        "eval after epoch 3, step 24",
+    ]
+
+
+def test_throughput_counts_training_time_only(launch, tmp_path):
+    started = time.perf_counter()
+    metrics, _ = train(
+        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", "--eval-size", "20000"
+    )
+    wall = time.perf_counter() - started
+    trained = metrics["steps"] * 16 * 2
+    assert 0 < metrics["train_seconds"] < wall
+    assert metrics["samples_per_second"] == pytest.approx(
+        trained / metrics["train_seconds"]
+    )
+
+
+def test_a_stop_on_an_epochs_last_step_completes_the_epoch(launch, tmp_path):
+    metrics, _ = train(
+        launch,
+        tmp_path,
+        *SMALL_SYNTHETIC,
+        "--epochs",
+        "3",
+        "--max-steps",
+        str(STEPS_PER_EPOCH),
+    )
+    assert metrics["steps"] == STEPS_PER_EPOCH and metrics["epochs"] == 1
+    state = torch.load(metrics["checkpoint"], weights_only=True)
+    assert (state["epoch"], state["batch_in_epoch"]) == (1, 0)
+
+
+def test_no_evaluation_set_reports_no_evaluation_metrics(launch, tmp_path):
+    metrics, _ = train(launch, tmp_path, *SMALL_SYNTHETIC, "--eval-size", "0")
+    assert metrics["eval_samples"] == 0
+    assert metrics["eval_loss"] is None
+
+
+def test_logs_without_a_terminal_have_no_progress_bars(launch, tmp_path):
+    _, result = train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+    assert "%|" not in result.output and "it/s" not in result.output
+    assert "saved " in result.stdout
+
+
+# Runs that cannot train, and mistakes: one line, exit 2
+
+
+def test_a_dataset_smaller_than_one_batch_is_refused(mp, tmp_path):
+    metrics, result = train(
+        mp, tmp_path, "--train-size", "48", "--batch-size", "32", check=False
+    )
+    assert result.returncode == 2 and metrics is None
+    assert (
+        "error: 48 training samples give each of the 2 processes 24 per epoch, "
+        "fewer than --batch-size 32: nothing would train"
+    ) in result.stderr
+    assert result.stderr.count("error: 48 training samples") == 1  # rank 0 only
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--max-steps", "-1", "--max-steps must be at least 0 (got -1)"),
+        ("--train-size", "0", "--train-size must be at least 1 (got 0)"),
+        ("--num-workers", "-1", "--num-workers must be at least 0 (got -1)"),
+        ("--dist-timeout", "0", "--dist-timeout must be at least 1 (got 0.0)"),
+        ("--eval-every", "-2", "--eval-every must be at least 0 (got -2)"),
+        ("--save-every", "-1", "--save-every must be at least 0 (got -1)"),
+        ("--warmup-steps", "-5", "--warmup-steps must be at least 0 (got -5)"),
+        ("--lr", "-0.1", "--lr must be at least 0 (got -0.1)"),
+        ("--master-port", "70000", "--master-port must be at most 65535 (got 70000)"),
+    ],
+)
+def test_out_of_range_flags_are_one_line(mp, tmp_path, flag, value, message):
+    _, result = train(mp, tmp_path, *SMALL_SYNTHETIC, flag, value, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == f"train.py: error: {message}"
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (None, "no such file"),
+        ("not a checkpoint", "not a checkpoint saved by torch.save (UnpicklingError"),
+    ],
+    ids=["missing", "junk"],
+)
+def test_a_bad_resume_path_says_why(launch, tmp_path, content, reason):
+    path = tmp_path / "junk.pt"
+    if content is not None:
+        path.write_text(content)
+    _, result = train(
+        launch, tmp_path, *SMALL_SYNTHETIC, "--resume", path, check=False, nprocs=1
+    )
+    assert result.returncode == 1
+    assert f"--resume {path}: cannot load checkpoint: {reason}" in result.stderr
+    assert "Traceback" not in result.stderr

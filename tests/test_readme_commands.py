@@ -1,0 +1,120 @@
+"""Every command a generated README shows is run here, for every data option,
+when a CPU machine can run it; the others are named with the reason and the
+test that covers them."""
+
+import re
+import shlex
+import sys
+
+import pytest
+import torch
+from helpers import PYTHON, TORCHRUN, run
+from PIL import Image
+
+BASH_BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+# Small data, so the documented epochs finish in seconds.
+DATA_SIZE = {
+    "synthetic": ["--train-size", "256", "--eval-size", "64", "--batch-size", "16"],
+    "fakedata": ["--train-size", "64", "--eval-size", "16", "--batch-size", "8"],
+    "imagefolder": ["--image-size", "16", "--batch-size", "4"],
+    # No CIFAR-10 here (no downloads in tests): each command must get as far as
+    # saying so.
+    "cifar10": ["--data-dir", "no-cifar"],
+}
+NO_CIFAR = "CIFAR-10 is not in no-cifar: pass --download to fetch it (170 MB)"
+NOT_RUN_HERE = [
+    ("needs GPUs (tests/test_gpu.py)", r"--nproc-per-node (gpu|4)\b"),
+    ("downloads CIFAR-10", r"--download"),
+    (
+        "installs the project (tests/test_generated_tests.py)",
+        r"^(python -m venv|pip |pytest)",
+    ),
+    (
+        "needs a cluster of nodes",
+        r"^(NNODES=|torchrun --nnodes|python train.py --nnodes)",
+    ),
+]
+
+
+def readme_commands(project):
+    """[(section, command)] of the README's bash blocks, comments stripped."""
+    commands = []
+    for section in re.split(r"^## ", (project / "README.md").read_text(), flags=re.M):
+        title = section.splitlines()[0] if section else ""
+        for block in BASH_BLOCK.findall(section):
+            for line in block.replace("\\\n", " ").splitlines():
+                command = line.split(" #")[0].strip()
+                if command and not command.startswith("#"):
+                    commands.append((title, command))
+    return commands
+
+
+def why_not_run(command):
+    for reason, pattern in NOT_RUN_HERE:
+        if re.search(pattern, command):
+            return reason
+    return None
+
+
+def argv(command):
+    words = shlex.split(command)
+    if words[0] == "torchrun":
+        return TORCHRUN + words[1:]
+    assert words[0] == "python", command
+    return [PYTHON] + words[1:]
+
+
+def write_noise_images(folder):
+    noise = torch.Generator().manual_seed(0)
+    for split in ("train", "val"):
+        for label in ("cat", "dog"):
+            (folder / split / label).mkdir(parents=True, exist_ok=True)
+            for index in range(4):
+                pixels = torch.randint(0, 256, (20, 24, 3), generator=noise)
+                image = Image.fromarray(pixels.to(torch.uint8).numpy())
+                image.save(folder / split / label / f"{index}.png")
+
+
+CASES = [
+    ("launch", False, "synthetic", "mlp"),
+    ("mp", False, "fakedata", "cnn"),
+    ("launch", False, "imagefolder", "cnn"),
+    ("mp", False, "cifar10", "cnn"),
+]
+
+
+@pytest.mark.parametrize(
+    "mode, model_parallel, data, model",
+    CASES,
+    ids=[f"{m}-{d}{'-model_parallel' if p else ''}" for m, p, d, _ in CASES],
+)
+def test_every_readme_command_runs(
+    projects, tmp_path, mode, model_parallel, data, model
+):
+    project = projects(mode, model_parallel=model_parallel, data=data, model=model)
+    if data == "imagefolder":
+        write_noise_images(project / "images")
+    commands = readme_commands(project)
+    assert len(commands) >= 6
+    ran, skipped = [], {}
+    for index, (section, command) in enumerate(commands):
+        reason = why_not_run(command)
+        if reason:
+            skipped[command] = reason
+            continue
+        shared = section == "Resume"  # its commands continue one run
+        folder = tmp_path / ("resume" if shared else f"run{index}")
+        flags = DATA_SIZE[data] + ["--checkpoint-dir", folder]
+        result = run(
+            argv(command) + flags, cwd=project, timeout=300, check=data != "cifar10"
+        )
+        if data == "cifar10":
+            assert result.returncode == 1 and NO_CIFAR in result.stderr, command
+        assert "Traceback" not in result.output, command
+        ran.append((section, command, result))
+    resumed = [result for section, _, result in ran if section == "Resume"]
+    assert len(ran) >= 3 and len(resumed) == 2
+    if data != "cifar10":
+        assert "resumed from" in resumed[1].stdout
+    for command, reason in skipped.items():
+        print(f"not run here ({reason}): {command}", file=sys.stderr)
