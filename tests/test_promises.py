@@ -186,3 +186,36 @@ def test_a_bad_resume_path_says_why(launch, tmp_path, content, reason):
     assert result.returncode == 1
     assert f"--resume {path}: cannot load checkpoint: {reason}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# Resuming under other settings
+
+
+def test_mid_epoch_resume_with_another_world_size_is_refused(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--max-steps", "3")
+    before = steps_in(tmp_path)
+    _, result = train(launch, tmp_path, *SMALL_SYNTHETIC, nprocs=1, check=False)
+    assert result.returncode == 2
+    assert (
+        "error: the checkpoint was saved mid-epoch by 2 processes at --batch-size 16; "
+        "resume it with the same, or resume an epoch-end checkpoint "
+        "(1 processes, --batch-size 16 now)"
+    ) in result.stderr
+    assert steps_in(tmp_path) == before
+
+
+def test_epoch_end_resume_with_another_world_size_trains_on(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+    metrics, result = train(
+        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", nprocs=1
+    )
+    assert "resumed from" in result.stdout
+    assert metrics["world_size"] == 1 and metrics["epochs"] == 2
+
+
+def test_a_run_without_amp_resumes_with_fp16(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+    metrics, result = train(
+        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", "--amp", "fp16"
+    )
+    assert "resumed from" in result.stdout and metrics["epochs"] == 2

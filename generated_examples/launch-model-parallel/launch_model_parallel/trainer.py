@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from . import checkpoint
 from .distributed import all_reduce_sum
+from .config import ConfigError
 from .model import METRICS, batch_metrics, loss_fn
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -52,6 +53,7 @@ class Trainer:
         self.train_seconds = 0.0  # in the training loop only: no eval, no saves
         self.saved_at_step = None
         self.evaluated_at_step = None
+        self.preempted = False  # SIGTERM: save within the grace period, no more
         self.last_checkpoint = None
         self.eval_metrics = {}
 
@@ -82,7 +84,7 @@ class Trainer:
                 self.evaluate()
         if self.saved_at_step != self.step:
             self.save_checkpoint()
-        if self.evaluated_at_step != self.step:
+        if self.evaluated_at_step != self.step and not self.preempted:
             self.evaluate()  # the final metrics describe the final weights
         return self.summary()
 
@@ -171,6 +173,7 @@ class Trainer:
             return True
         if self.stop_request.agreed():
             self.log(f"SIGTERM: stopping at step {self.step} to save a checkpoint")
+            self.preempted = True
             return True
         return False
 
@@ -213,6 +216,7 @@ class Trainer:
             "step": self.step,
             "batch_in_epoch": self.batch_in_epoch,
             "world_size": self.placement.world_size,
+            "batch_size": self.config.batch_size,
             "rng": rng_states,
         }
 
@@ -231,16 +235,32 @@ class Trainer:
         dist.barrier()  # no rank goes on (or resumes) before the file is complete
 
     def restore(self, state):
+        self._check_same_shards(state)
         checkpoint.unwrap(self.model).load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
+        if state["scaler"]:  # empty when saved with --amp off or bf16
+            self.scaler.load_state_dict(state["scaler"])
         self.epoch = state["epoch"]
         self.step = state["step"]
         self.batch_in_epoch = state.get("batch_in_epoch", 0)
         self.saved_at_step = self.step
         rng_states = state["rng"]
         set_rng_state(rng_states[self.placement.rank % len(rng_states)])
+
+    def _check_same_shards(self, state):
+        """Mid-epoch, the samples already seen are counted in this job's shards:
+        another world size or batch size would skip the wrong ones."""
+        if not state.get("batch_in_epoch"):
+            return  # an epoch boundary: any layout resumes
+        saved = (state["world_size"], state.get("batch_size", self.config.batch_size))
+        now = (self.placement.world_size, self.config.batch_size)
+        if saved != now:
+            raise ConfigError(
+                f"the checkpoint was saved mid-epoch by {saved[0]} processes at "
+                f"--batch-size {saved[1]}; resume it with the same, or resume an "
+                f"epoch-end checkpoint ({now[0]} processes, --batch-size {now[1]} now)"
+            )
 
     def resume(self):
         """Load the checkpoint rank 0 chose, on every rank."""
