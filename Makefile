@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: demo test test-pythons test-gpu examples bench clean
+.PHONY: demo test test-pythons test-slurm test-gpu soak examples bench clean
 
 $(BIN)/ddpgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,18 @@ test: $(BIN)/ddpgen
 # interpreter is missing here is skipped, saying so.
 test-pythons:
 	$(PYTHON) tools/test_pythons.py 3.10 3.12 3.13
+
+# The generated Slurm script on a real two-node cluster on this machine: installs
+# Slurm (root, apt) if missing, starts munged, slurmctld and two slurmd, and
+# stops them afterwards whatever the tests did.
+test-slurm: $(BIN)/ddpgen
+	tests/slurm/cluster.sh start
+	$(BIN)/pytest -q -m slurm -rs tests/test_slurm.py; status=$$?; \
+		tests/slurm/cluster.sh stop; exit $$status
+
+# The fault scenarios 20 times in a row beside a busy-looping process (slow).
+soak: $(BIN)/ddpgen
+	$(BIN)/python tools/soak_faults.py 20
 
 # Only the nccl runs; they skip with a reason without CUDA.
 test-gpu: $(BIN)/ddpgen

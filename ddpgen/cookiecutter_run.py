@@ -3,6 +3,7 @@ exceptions into one-line TemplateErrors that name the file."""
 
 import contextlib
 import logging
+import tempfile
 from pathlib import Path
 
 from cookiecutter import exceptions
@@ -24,7 +25,7 @@ def run_cookiecutter(template_dir, context, scratch, shown_as=None):
     }
     failed_hook = HookTracker(Path(template_dir) / "hooks")
     try:
-        with failed_hook.recorded():
+        with failed_hook.recorded(), temp_files_in(scratch):
             project = cookiecutter(
                 str(template_dir),
                 no_input=True,
@@ -55,6 +56,18 @@ def run_cookiecutter(template_dir, context, scratch, shown_as=None):
         message = str(error).replace(str(template_dir), str(shown_as))
         raise TemplateError(f"cannot render {shown_as}: {message}") from None
     return Path(project)
+
+
+@contextlib.contextmanager
+def temp_files_in(folder):
+    """Cookiecutter writes each rendered hook to a temp file it never deletes:
+    keep those in the render's scratch folder, which is removed."""
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
 
 
 class HookTracker(logging.Handler):

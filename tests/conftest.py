@@ -38,3 +38,15 @@ def projects(tmp_path_factory):
         return cache[key]
 
     return get
+
+
+@pytest.fixture
+def launch(projects):
+    """The default launch-mode project."""
+    return projects("launch")
+
+
+@pytest.fixture
+def mp(projects):
+    """The default mp-mode project."""
+    return projects("mp")

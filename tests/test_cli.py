@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from click.testing import CliRunner
@@ -210,3 +211,12 @@ def test_generating_never_imports_torch(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "p" / "train.py").is_file()
+
+
+def test_rendering_leaves_nothing_in_the_temp_folder(tmp_path, monkeypatch):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    result = CliRunner().invoke(main, ["new", "p", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert list(temp.iterdir()) == []

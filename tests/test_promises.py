@@ -16,16 +16,6 @@ from helpers import (
 STEPS_PER_EPOCH = 256 // (16 * 2)  # SMALL_SYNTHETIC on 2 processes
 
 
-@pytest.fixture
-def launch(projects):
-    return projects("launch")
-
-
-@pytest.fixture
-def mp(projects):
-    return projects("mp")
-
-
 def steps_in(folder):
     return [torch.load(p, weights_only=True)["step"] for p in checkpoints(folder)]
 

@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 from helpers import (
     PYTHON,
@@ -20,16 +19,6 @@ from helpers import (
 
 ONE_EPOCH = ["--epochs", "1", *SMALL_SYNTHETIC]
 STEPS_PER_EPOCH = 256 // (16 * 2)  # train size / (batch x processes)
-
-
-@pytest.fixture
-def launch(projects):
-    return projects("launch")
-
-
-@pytest.fixture
-def mp(projects):
-    return projects("mp")
 
 
 def assert_contract(metrics, world_size):

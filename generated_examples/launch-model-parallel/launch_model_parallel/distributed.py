@@ -107,12 +107,16 @@ def default_store(placement, timeout):
 
 
 @contextlib.contextmanager
-def process_group(backend, placement, timeout_s, store=None):
+def process_group(backend, placement, timeout_s, store=None, device=None):
     """Join the job's process group for the duration of the block."""
     timeout = timedelta(seconds=timeout_s)
     try:
         store = store or default_store(placement, timeout)
         kwargs = {"backend": backend, "timeout": timeout}
+        if device is not None and device.type == "cuda":
+            # Binds every NCCL communicator, barriers included, to this
+            # process's (first) GPU; torch would otherwise guess rank % GPUs.
+            kwargs["device_id"] = device
         if store is not None:
             kwargs.update(
                 store=store, rank=placement.rank, world_size=placement.world_size

@@ -9,8 +9,8 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from . import checkpoint
-from .distributed import all_reduce_sum
 from .config import ConfigError
+from .distributed import all_reduce_sum
 from .model import METRICS, batch_metrics, loss_fn
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -29,9 +29,12 @@ def run(config, placement, store=None):
     if devices[0].type == "cuda":
         torch.cuda.set_device(devices[0])  # before NCCL starts, or all use GPU 0
         torch.backends.cudnn.benchmark = True
-        torch.set_float32_matmul_precision("high")
+        # TF32 trades float32 precision for speed: off unless asked, so runs
+        # keep matching the one-process result.
+        torch.backends.cuda.matmul.allow_tf32 = config.tf32
+        torch.backends.cudnn.allow_tf32 = config.tf32
     try:
-        with process_group(backend, placement, config.dist_timeout, store):
+        with process_group(backend, placement, config.dist_timeout, store, devices[0]):
             summary = train(config, placement, devices, backend)
     except ConfigError as error:  # every rank finds it: all exit alike
         if placement.is_main:

@@ -66,6 +66,9 @@ class Config:
         0.0, "clip the gradient norm to this; 0 = off", minimum=0
     )
     compile: bool = option(False, "torch.compile the model")
+    tf32: bool = option(
+        False, "allow TF32 matmuls and convolutions on GPUs (faster, less exact)"
+    )
     metrics_file: str = option("", "global rank 0 writes a JSON summary here")
     log_every: int = option(50, "log the loss every N optimizer steps", minimum=1)
     eval_every: int = option(
