@@ -103,11 +103,13 @@ class HookTracker(logging.Handler):
     @contextlib.contextmanager
     def recorded(self):
         logger = logging.getLogger("cookiecutter")
-        level = logger.level
+        saved = logger.level, logger.propagate
         logger.addHandler(self)
+        # Debug records name the running hook; they stay with this handler.
         logger.setLevel(logging.DEBUG)
+        logger.propagate = False
         try:
             yield
         finally:
             logger.removeHandler(self)
-            logger.setLevel(level)
+            logger.level, logger.propagate = saved
