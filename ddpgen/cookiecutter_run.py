@@ -112,4 +112,5 @@ class HookTracker(logging.Handler):
             yield
         finally:
             logger.removeHandler(self)
-            logger.level, logger.propagate = saved
+            logger.setLevel(saved[0])  # also resets logging's enabled-for cache
+            logger.propagate = saved[1]
