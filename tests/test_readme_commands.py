@@ -5,6 +5,7 @@ test that covers them."""
 import re
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,3 +119,13 @@ def test_every_readme_command_runs(
         assert "resumed from" in resumed[1].stdout
     for command, reason in skipped.items():
         print(f"not run here ({reason}): {command}", file=sys.stderr)
+
+
+def test_ddpgen_readme_quick_start_runs(tmp_path):
+    """The first block of ddpgen's README, line by line, in a shell."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = BASH_BLOCK.findall(readme)[0]
+    assert block.startswith("ddpgen new my-project")
+    result = run(["bash", "-euc", block], cwd=tmp_path, timeout=300)
+    assert "Traceback" not in result.output
+    assert (tmp_path / "my-project" / "checkpoints").is_dir()
