@@ -178,3 +178,12 @@ def load_tool(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def import_generated(project, module):
+    """A module of a rendered project, imported in this process."""
+    sys.path.insert(0, str(project))
+    try:
+        return importlib.import_module(f"{project.name.replace('-', '_')}.{module}")
+    finally:
+        sys.path.remove(str(project))

@@ -10,6 +10,7 @@ from helpers import (
     assert_same_weights,
     checkpoints,
     final_model,
+    import_generated,
     train,
 )
 
@@ -83,7 +84,7 @@ def test_final_metrics_describe_the_final_weights(launch, tmp_path):
 def test_throughput_counts_training_time_only(launch, tmp_path):
     started = time.perf_counter()
     metrics, _ = train(
-        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", "--eval-size", "20000"
+        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", "--eval-size", "4000"
     )
     wall = time.perf_counter() - started
     trained = metrics["steps"] * 16 * 2
@@ -141,14 +142,8 @@ def test_a_dataset_smaller_than_one_batch_is_refused(mp, tmp_path):
     "flag, value, message",
     [
         ("--max-steps", "-1", "--max-steps must be at least 0 (got -1)"),
-        ("--train-size", "0", "--train-size must be at least 1 (got 0)"),
         ("--num-workers", "-1", "--num-workers must be at least 0 (got -1)"),
         ("--dist-timeout", "0", "--dist-timeout must be at least 1 (got 0.0)"),
-        ("--eval-every", "-2", "--eval-every must be at least 0 (got -2)"),
-        ("--save-every", "-1", "--save-every must be at least 0 (got -1)"),
-        ("--warmup-steps", "-5", "--warmup-steps must be at least 0 (got -5)"),
-        ("--lr", "-0.1", "--lr must be at least 0 (got -0.1)"),
-        ("--master-port", "70000", "--master-port must be at most 65535 (got 70000)"),
     ],
 )
 def test_out_of_range_flags_are_one_line(mp, tmp_path, flag, value, message):
@@ -156,6 +151,27 @@ def test_out_of_range_flags_are_one_line(mp, tmp_path, flag, value, message):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == f"train.py: error: {message}"
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--train-size", "0", "--train-size must be at least 1 (got 0)"),
+        ("--eval-every", "-2", "--eval-every must be at least 0 (got -2)"),
+        ("--save-every", "-1", "--save-every must be at least 0 (got -1)"),
+        ("--warmup-steps", "-5", "--warmup-steps must be at least 0 (got -5)"),
+        ("--lr", "-0.1", "--lr must be at least 0 (got -0.1)"),
+        ("--nnodes", "0", "--nnodes must be at least 1 (got 0)"),
+        ("--master-port", "70000", "--master-port must be at most 65535 (got 70000)"),
+    ],
+)
+def test_every_flag_has_its_range_checked(mp, capsys, flag, value, message):
+    """The same check in process, for the other bounds (no torch start-up)."""
+    config = import_generated(mp, "config")
+    with pytest.raises(SystemExit) as exit_info:
+        config.parse_args([flag, value])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f": error: {message}")
 
 
 @pytest.mark.parametrize(

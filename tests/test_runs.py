@@ -1,9 +1,7 @@
 """Generated projects trained for real: 2 CPU processes with gloo."""
 
-import importlib
 import os
 import subprocess
-import sys
 
 import torch
 from helpers import (
@@ -13,6 +11,7 @@ from helpers import (
     checkpoints,
     child_env,
     final_model,
+    import_generated,
     run,
     train,
 )
@@ -211,14 +210,6 @@ def test_explicit_resume_that_cannot_load_names_the_file(launch, tmp_path):
 def test_compiled_model_saves_keys_without_prefixes(launch, tmp_path):
     metrics, _ = train(launch, tmp_path, *ONE_EPOCH, "--compile", nprocs=1, timeout=420)
     assert_contract(metrics, world_size=1)
-
-
-def import_generated(project, module):
-    sys.path.insert(0, str(project))
-    try:
-        return importlib.import_module(f"{project.name.replace('-', '_')}.{module}")
-    finally:
-        sys.path.remove(str(project))
 
 
 def test_sampler_shards_are_disjoint_cover_the_data_and_reshuffle(launch):
