@@ -8,6 +8,7 @@ byte for byte and recorded by its hash.
 
 import fnmatch
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -78,6 +79,18 @@ def recorded(content):
     if isinstance(content, bytes):
         return {"sha256": hashlib.sha256(content).hexdigest()}
     return content
+
+
+def copy_atomically(source, target):
+    """Replace `target` with a copy of `source` (contents and mode) in one
+    rename: readers see the old file or the whole new one."""
+    temp = temporary_beside(target)
+    shutil.copy2(source, temp)
+    os.replace(temp, target)
+
+
+def temporary_beside(path):
+    return path.with_name(f".{path.name}.ddpgen-tmp")
 
 
 def project_files(folder):

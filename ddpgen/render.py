@@ -10,7 +10,13 @@ from pathlib import Path
 
 from ddpgen.cookiecutter_run import run_cookiecutter
 from ddpgen.errors import DdpgenError, UsageError
-from ddpgen.files import copy_template, project_files, read_content, recorded
+from ddpgen.files import (
+    copy_atomically,
+    copy_template,
+    project_files,
+    read_content,
+    recorded,
+)
 from ddpgen.postprocess import format_and_check
 
 ANSWERS_FILE = ".ddpgen.json"
@@ -162,6 +168,4 @@ def replace_files(project, destination):
     for relative in project_files(project):
         target = destination / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.with_name(f".{target.name}.ddpgen-tmp")
-        shutil.copy2(project / relative, temp)
-        os.replace(temp, target)
+        copy_atomically(project / relative, target)

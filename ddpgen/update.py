@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpgen.errors import DdpgenError, UsageError
-from ddpgen.files import read_content, recorded
+from ddpgen.files import (
+    copy_atomically,
+    read_content,
+    recorded,
+    temporary_beside,
+)
 from ddpgen.render import (
     ANSWERS_FILE,
     BASE_FILE,
@@ -182,13 +187,3 @@ def apply(project, rendered, changes):
             temp.write_text(change.text, encoding="utf-8")
             shutil.copymode(rendered / change.path, temp)
             os.replace(temp, target)
-
-
-def temporary_beside(path):
-    return path.with_name(f".{path.name}.ddpgen-tmp")
-
-
-def copy_atomically(source, target):
-    temp = temporary_beside(target)
-    shutil.copy2(source, temp)
-    os.replace(temp, target)

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import write_example_template
 
+from ddpgen.files import template_files
+
 ROOT = Path(__file__).parents[1]
 TEMPLATE = ROOT / "templates" / "ddp"
 INSTALL_TIMEOUT = 600
@@ -149,11 +151,7 @@ def test_pipx_install_as_documented(tmp_path):
 def test_wheel_contains_the_template_and_no_litter(dists):
     names = zipfile.ZipFile(dists["wheel"]).namelist()
     prefix = "ddpgen/templates/ddp/"
-    expected = [
-        path.relative_to(TEMPLATE).as_posix()
-        for path in TEMPLATE.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
-    ]
+    expected = [path.as_posix() for path in template_files(TEMPLATE)]
     shipped = [name[len(prefix) :] for name in names if name.startswith(prefix)]
     assert sorted(shipped) == sorted(expected)
 
