@@ -72,10 +72,11 @@ def run(command, cwd, timeout=240, check=True, env=None):
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        stacks = stacks_of_group(process.pid)
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
         raise AssertionError(
-            f"timed out after {timeout}s: {command}\n{stdout}\n{stderr}"
+            f"timed out after {timeout}s: {command}\n{stdout}\n{stderr}\n{stacks}"
         ) from None
     finally:
         kill_group(process.pid)
@@ -85,6 +86,25 @@ def run(command, cwd, timeout=240, check=True, env=None):
             f"exit {result.returncode}: {command}\n{result.output[-6000:]}"
         )
     return result
+
+
+def stacks_of_group(group):
+    """Every process of a hung run with its Python and native stacks (py-spy)."""
+    listing = subprocess.run(
+        ["ps", "-o", "pid=,args=", "-g", str(group)], capture_output=True, text=True
+    ).stdout
+    spy = Path(BIN) / "py-spy"
+    report = [f"processes of the hung run:\n{listing}"]
+    pythons = [line for line in listing.splitlines() if "python" in line]
+    for line in pythons if spy.exists() else []:
+        dump = subprocess.run(
+            [spy, "dump", "--native", "--pid", line.split()[0]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        report.append(dump.stdout + dump.stderr)
+    return "\n".join(report)
 
 
 def kill_group(pid):

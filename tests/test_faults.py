@@ -43,7 +43,10 @@ def torchrun_with_fault(project, workdir, fault, step, *flags, restarts=0, once=
     command += ["--max-restarts", restarts, INJECT, *cpu_flags(workdir, *flags)]
     dying_rank = 0 if fault == "kill-in-save" else 1  # rank 0 alone saves
     env = child_env(
-        FAULT=fault, FAULT_STEP=step, FAULT_ONCE=int(once), FAULT_RANK=dying_rank
+        FAULT=fault,
+        FAULT_STEP=step,
+        FAULT_ONCE=workdir / "fault-once" if once else "",
+        FAULT_RANK=dying_rank,
     )
     return run(command, cwd=project, env=env, check=False, timeout=300)
 
@@ -129,13 +132,14 @@ def test_pytorchjob_parses_with_restarts(projects, mode):
     assert "train.py" in " ".join(container["command"] + container.get("args", []))
 
 
-def run_two_nodes(project, workdir, extra_env):
-    """Two scripts/multinode.sh agents on this machine, one process each."""
+def run_two_nodes(project, workdir, extra_env, *flags):
+    """Two scripts/multinode.sh agents on this machine, one process each;
+    returns their outputs."""
     common = dict(NNODES=2, NPROC_PER_NODE=1, **extra_env)
     jobs = []
     for node_rank in range(2):
         env = child_env(NODE_RANK=node_rank, **common)
-        command = ["bash", "scripts/multinode.sh", *cpu_flags(workdir, "--epochs", "2")]
+        command = ["bash", "scripts/multinode.sh", *cpu_flags(workdir, *flags)]
         command += ["--metrics-file", workdir / f"metrics{node_rank}.json"]
         jobs.append(
             subprocess.Popen(
@@ -155,6 +159,7 @@ def run_two_nodes(project, workdir, extra_env):
             kill_group(job.pid)
     for job, output in zip(jobs, outputs, strict=True):
         assert job.returncode == 0, output[-4000:]
+    return outputs
 
 
 def kill_group(pid):
@@ -174,7 +179,7 @@ def test_two_nodes_on_loopback_equal_one_node(projects, tmp_path, mode):
     else:
         assert "NNODES=2 NODE_RANK=1 MASTER_ADDR=node0 ./scripts/multinode.sh" in readme
         env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(), NPROCS=1)
-    run_two_nodes(project, tmp_path / "nodes", env)
+    run_two_nodes(project, tmp_path / "nodes", env, "--epochs", "2")
     train(project, tmp_path / "one", *SMALL_SYNTHETIC, "--epochs", "2")
     assert_same_weights(final_model(tmp_path / "nodes"), final_model(tmp_path / "one"))
 
@@ -203,6 +208,58 @@ def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(projects, tmp_
     )
 
 
+def test_two_agents_restart_after_a_killed_worker_and_match(projects, tmp_path):
+    """Two torchrun agents (scripts/multinode.sh, c10d on loopback): a worker
+    killed mid-epoch on one node restarts both nodes, and the job ends with the
+    uninterrupted run's weights."""
+    project = projects("launch")
+    workdir = tmp_path / "nodes"
+    workdir.mkdir()
+    fault = dict(
+        FAULT="kill-at-step",
+        FAULT_STEP=STEPS_PER_EPOCH + 3,
+        FAULT_RANK=1,
+        FAULT_ONCE=workdir / "fault-once",
+        PYTHONPATH=INJECT.parent,
+        MAX_RESTARTS=1,
+    )
+    env = dict(RDZV_HOST="127.0.0.1", RDZV_PORT=free_port(), RDZV_ID="restart")
+    outputs = run_two_nodes(project, workdir, {**env, **fault}, "--epochs", "3")
+    assert (workdir / "fault-once").exists()  # the fault happened
+    assert sum("resumed from" in output for output in outputs) == 1  # rank 0's node
+    train(project, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "3")
+    assert_same_weights(final_model(workdir), final_model(tmp_path / "straight"))
+
+
+def test_restarts_on_two_agents_without_a_fresh_store_are_refused(projects, tmp_path):
+    """torchrun's shared store across restarts would hang restarted workers."""
+    env = child_env(TORCH_DISABLE_SHARE_RDZV_TCP_STORE=0)
+    port = free_port()
+    agents = [
+        subprocess.Popen(
+            [str(c) for c in TORCHRUN]
+            + ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d"]
+            + ["--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "1"]
+            + ["train.py", *map(str, cpu_flags(tmp_path / f"node{node}"))],
+            cwd=projects("launch"),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        for node in range(2)
+    ]
+    try:
+        outputs = [agent.communicate(timeout=120)[0] for agent in agents]
+    finally:
+        for agent in agents:
+            kill_group(agent.pid)
+    assert all(agent.returncode != 0 for agent in agents)
+    assert all("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in out for out in outputs)
+    assert "distributed.py" not in "".join(outputs)  # a line, not our traceback
+
+
 def test_exhausted_restarts_fail_and_name_the_rank(projects, tmp_path):
     started = time.monotonic()
     result = torchrun_with_fault(
@@ -212,6 +269,16 @@ def test_exhausted_restarts_fail_and_name_the_rank(projects, tmp_path):
     assert "rank      : 1 (local_rank: 1)" in result.stderr
     assert "Signal 9 (SIGKILL)" in result.stderr
     assert time.monotonic() - started < 200
+
+
+def test_torchrun_summary_carries_the_failing_ranks_traceback(projects, tmp_path):
+    """train.py's main is wrapped with @record: no `error_file: <N/A>`."""
+    result = torchrun_with_fault(projects("launch"), tmp_path, "raise-at-step", 2)
+    assert result.returncode != 0
+    summary = result.stderr[result.stderr.index("Root Cause") :]
+    assert "rank      : 1 (local_rank: 1)" in summary
+    assert "error_file: <N/A>" not in summary
+    assert "RuntimeError: injected failure after step 2" in summary
 
 
 def test_a_failing_mp_worker_fails_the_job_naming_it(projects, tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import PYTHON, TORCHRUN, run
+from helpers import PYTHON, TORCHRUN, child_env, run
 from PIL import Image
 
 BASH_BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
@@ -30,6 +30,7 @@ NOT_RUN_HERE = [
         "installs the project (tests/test_generated_tests.py)",
         r"^(python -m venv|pip |pytest)",
     ),
+    ("needs a Slurm allocation (tests/test_slurm.py)", r"^srun "),
     (
         "needs a cluster of nodes",
         r"^(NNODES=|torchrun --nnodes|python train.py --nnodes)",
@@ -57,12 +58,25 @@ def why_not_run(command):
     return None
 
 
-def argv(command):
+def argv_and_env(command):
+    """The command's words (our interpreter for python and torchrun) and the
+    environment its leading NAME=value words set."""
     words = shlex.split(command)
+    settings = {}
+    while "=" in words[0]:
+        name, value = words.pop(0).split("=", 1)
+        settings[name] = value
     if words[0] == "torchrun":
-        return TORCHRUN + words[1:]
+        return TORCHRUN + words[1:], settings
     assert words[0] == "python", command
-    return [PYTHON] + words[1:]
+    return [PYTHON] + words[1:], settings
+
+
+def extra_flags(command, data, folder):
+    """Small data and a private checkpoint folder; the doctor trains nothing."""
+    if ".doctor" in command:
+        return []
+    return DATA_SIZE[data] + ["--checkpoint-dir", folder]
 
 
 def write_noise_images(folder):
@@ -108,9 +122,13 @@ def test_every_readme_command_runs(
             continue
         shared = section == "Resume"  # its commands continue one run
         folder = tmp_path / ("resume" if shared else f"run{index}")
-        flags = DATA_SIZE[data] + ["--checkpoint-dir", folder]
+        words, settings = argv_and_env(command)
         result = run(
-            argv(command) + flags, cwd=project, timeout=300, check=data != "cifar10"
+            words + extra_flags(command, data, folder),
+            cwd=project,
+            env=child_env(**settings),
+            timeout=100,
+            check=data != "cifar10",
         )
         if data == "cifar10":
             assert result.returncode == 1 and NO_CIFAR in result.stderr, command

@@ -202,3 +202,22 @@ def test_time_limit_signal_checkpoints_requeues_and_resumes(projects, tmp_path):
     step = int(stopped[1])
     assert f"saved checkpoints/checkpoint-{step:09d}.pt" in text
     assert f"resumed from checkpoints/checkpoint-{step:09d}.pt" in text
+
+
+def test_doctor_under_srun_on_two_nodes(projects, tmp_path):
+    project = copy_of(projects("mp"), tmp_path)
+    package = json.loads((project / ".ddpgen.json").read_text())["answers"]
+    doctor = f"srun python -m {package['package_name']}.doctor --device cpu --max-mib 1"
+    result = subprocess.run(
+        ["sbatch", "--parsable", "--nodes=2", "--ntasks-per-node=1"]
+        + ["--cpus-per-task=1", "--output=slurm-%j.out", "--wrap", doctor],
+        cwd=project,
+        env=slurm_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    log = finish(project, result.stdout.strip().split(";")[0], timeout=180)
+    assert "layout: 2 processes, 1 on this node" in log
+    assert "ok: every rank joined and all_reduce works" in log, log[-3000:]

@@ -7,11 +7,14 @@
 Many nodes, Slurm and Kubernetes: see README.md.
 """
 
+from torch.distributed.elastic.multiprocessing.errors import record
+
 from launch.config import parse_args
 from launch.distributed import placement_from_env
 from launch.worker import run
 
 
+@record  # torchrun's failure summary then shows the failing rank's traceback
 def main(argv=None):
     config = parse_args(argv)
     run(config, placement_from_env(config.local_rank))

@@ -2,10 +2,16 @@
 this file in place of train.py (cwd: the project).
 
 FAULT=kill-at-step   SIGKILL the process right after optimizer step FAULT_STEP
+FAULT=raise-at-step  raise a RuntimeError there instead
 FAULT=kill-in-save   SIGKILL it after writing the temp file of the checkpoint of
                      step FAULT_STEP, before the rename
 FAULT_RANK           the global rank that dies (default 1)
-FAULT_ONCE=1         only on torchrun's first attempt (restarts run clean)
+FAULT_ONCE=PATH      die once per job: the dying rank creates PATH first, and
+                     no rank dies once it exists (restarts run clean, whichever
+                     node the restarted rank lands on)
+
+tests/faults/sitecustomize.py applies the same fault to an unchanged train.py
+(for scripts that start train.py themselves): put tests/faults on PYTHONPATH.
 """
 
 import importlib
@@ -26,15 +32,30 @@ FAULT, STEP = os.environ["FAULT"], int(os.environ["FAULT_STEP"])
 def doomed():
     if os.environ.get("RANK", "0") != os.environ.get("FAULT_RANK", "1"):
         return False
-    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-    return first_attempt or os.environ.get("FAULT_ONCE") != "1"
+    once = os.environ.get("FAULT_ONCE")
+    if not once:
+        return True
+    try:
+        Path(once).touch(exist_ok=False)
+    except FileExistsError:
+        return False
+    return True
 
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-if FAULT == "kill-at-step":
+if FAULT == "raise-at-step":
+    optimizer_step = trainer.Trainer._optimizer_step
+
+    def step_then_raise(self):
+        optimizer_step(self)
+        if self.step == STEP and doomed():
+            raise RuntimeError(f"injected failure after step {STEP}")
+
+    trainer.Trainer._optimizer_step = step_then_raise
+elif FAULT == "kill-at-step":
     optimizer_step = trainer.Trainer._optimizer_step
 
     def step_then_die(self):

@@ -83,18 +83,28 @@ def share_cpu_threads(local_world_size):
         torch.set_num_threads(max(1, usable_cores() // local_world_size))
 
 
-def launcher_store(placement, timeout):
-    """The store torchrun's agent serves, its keys prefixed by the restart.
+SHARED_STORE_RESTARTS = (
+    "torchrun restarts on several nodes need TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 "
+    "in torchrun's environment (scripts/multinode.sh sets it): restarted workers "
+    "would otherwise hang on the previous attempt's addresses"
+)
 
-    torchrun (torch 2.14) keeps one store across restarts: without the prefix,
-    restarted workers read the previous attempt's peer addresses and fail.
+
+def agent_store(placement, timeout):
+    """The rendezvous store torchrun's agent shares, its keys prefixed by the attempt.
+
+    That store outlives a restart: without the prefix, restarted workers read the
+    previous attempt's peer addresses and fail. The restart count is the same on
+    every rank only when one agent started them all.
     """
-    agent_serves = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    agents = int(os.environ.get("GROUP_WORLD_SIZE", 1))
+    if agents > 1 and int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", 0)) > 0:
+        raise SystemExit(SHARED_STORE_RESTARTS)
     store = dist.TCPStore(
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),
         placement.world_size,
-        is_master=not agent_serves and placement.rank == 0,
+        is_master=False,
         timeout=timeout,
     )
     attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
@@ -102,11 +112,13 @@ def launcher_store(placement, timeout):
 
 
 def default_store(placement, timeout):
-    if "TORCHELASTIC_RESTART_COUNT" in os.environ:
-        return launcher_store(placement, timeout)
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return agent_store(placement, timeout)
     if "MASTER_ADDR" not in os.environ:
         return dist.HashStore()  # a lone `python train.py` needs no rendezvous
-    return None  # env:// from MASTER_ADDR and MASTER_PORT
+    # env://: rank 0 serves a store at MASTER_ADDR:MASTER_PORT, which torchrun
+    # (with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) picks afresh for every attempt.
+    return None
 
 
 @contextlib.contextmanager

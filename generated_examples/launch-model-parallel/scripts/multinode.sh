@@ -7,6 +7,9 @@ set -euo pipefail
 : "${RDZV_HOST:?set RDZV_HOST to a host every node can reach (any one node)}"
 # Model parallel: one process per GPU pair.
 gpu_pairs=$(python -c "import torch; print(max(torch.cuda.device_count() // 2, 1))")
+# A fresh store for each attempt: the shared rendezvous store would hand
+# restarted workers the previous attempt's addresses.
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 exec torchrun \
   --nnodes "$NNODES" \
   --nproc-per-node "${NPROC_PER_NODE:-$gpu_pairs}" \

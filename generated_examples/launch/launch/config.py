@@ -86,9 +86,12 @@ class Config:
     )
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__)
+def build_parser(only=None, description=__doc__):
+    """The command line of Config's fields (or of the fields named in `only`)."""
+    parser = argparse.ArgumentParser(description=description)
     for spec in dataclasses.fields(Config):
+        if only is not None and spec.name not in only:
+            continue
         flags = ["--" + spec.name.replace("_", "-")]
         if spec.name == "local_rank":
             flags.append("--local_rank")  # torch < 2.0 passed the underscore form

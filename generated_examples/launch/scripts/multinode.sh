@@ -5,6 +5,9 @@
 set -euo pipefail
 : "${NNODES:?set NNODES to the number of nodes}"
 : "${RDZV_HOST:?set RDZV_HOST to a host every node can reach (any one node)}"
+# A fresh store for each attempt: the shared rendezvous store would hand
+# restarted workers the previous attempt's addresses.
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 exec torchrun \
   --nnodes "$NNODES" \
   --nproc-per-node "${NPROC_PER_NODE:-gpu}" \

@@ -13,13 +13,14 @@ from .distributed import Placement, first_line, visible_gpus
 from .worker import run
 
 
-def spawn(config):
+def spawn(config, entry=run):
+    """Start this node's processes; each calls entry(config, placement, store)."""
     gpus = visible_gpus(config.device)
     nprocs = config.nprocs or default_nprocs(config, gpus)
     store = host_store(config) if config.node_rank == 0 else None
     port = store.port if store else config.master_port
     context = mp.start_processes(
-        worker, args=(config, nprocs, port), nprocs=nprocs, join=False
+        worker, args=(config, nprocs, port, entry), nprocs=nprocs, join=False
     )
     forward_sigterm(context.processes)
     try:
@@ -72,7 +73,7 @@ def forward_sigterm(processes):
     signal.signal(signal.SIGTERM, forward)
 
 
-def worker(local_rank, config, nprocs, port):
+def worker(local_rank, config, nprocs, port, entry):
     if sys.platform == "linux":
         # A spawned process inherits "spawn" as its start method, so each
         # DataLoader worker would re-import torch and train.py (seconds each).
@@ -97,4 +98,4 @@ def worker(local_rank, config, nprocs, port):
             f"rank {placement.rank}: no rendezvous at {config.master_addr}:{port} "
             f"within {config.dist_timeout:g}s: {first_line(error)}"
         ) from None
-    run(config, placement, store)
+    entry(config, placement, store)

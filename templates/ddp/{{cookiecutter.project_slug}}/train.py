@@ -8,11 +8,14 @@
 Many nodes, Slurm and Kubernetes: see README.md.
 """
 
+from torch.distributed.elastic.multiprocessing.errors import record
+
 from {{ cookiecutter.package_name }}.config import parse_args
 from {{ cookiecutter.package_name }}.distributed import placement_from_env
 from {{ cookiecutter.package_name }}.worker import run
 
 
+@record  # torchrun's failure summary then shows the failing rank's traceback
 def main(argv=None):
     config = parse_args(argv)
     run(config, placement_from_env(config.local_rank))

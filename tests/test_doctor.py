@@ -1,0 +1,95 @@
+"""`python -m PKG.doctor`, the generated preflight check, run as users run it:
+under torchrun, with its own processes (mp), and alone with a rank missing.
+(Under srun: tests/test_slurm.py.)"""
+
+import json
+import time
+
+import pytest
+from helpers import PYTHON, TORCHRUN, child_env, free_port, run
+
+FAST = ["--device", "cpu", "--max-mib", "1"]
+
+
+def package(project):
+    return json.loads((project / ".ddpgen.json").read_text())["answers"]["package_name"]
+
+
+def assert_healthy_report(result, ranks):
+    assert result.returncode == 0, result.output[-3000:]
+    out = result.stdout
+    assert "torch " in out and "backend: gloo" in out and "/dev/shm:" in out
+    assert "TORCH_DISTRIBUTED_DEBUG=(unset)" in out
+    assert f"ranks: {ranks} on 1 host(s)" in out
+    sizes = [line.split()[0:2] for line in out.splitlines() if "GB/s" in line]
+    assert sizes[0] == ["4", "B"] and sizes[-1] == ["1", "MiB"]
+    assert "ok: every rank joined and all_reduce works" in out
+
+
+@pytest.mark.parametrize("model_parallel", [False, True])
+def test_doctor_under_torchrun(projects, model_parallel):
+    project = projects("launch", model_parallel=model_parallel)
+    command = TORCHRUN + ["--standalone", "--nproc-per-node", "2"]
+    command += ["-m", f"{package(project)}.doctor", *FAST]
+    assert_healthy_report(run(command, cwd=project, timeout=120), ranks=2)
+
+
+@pytest.mark.parametrize("model_parallel", [False, True])
+def test_doctor_starts_its_own_processes_in_mp_mode(projects, model_parallel):
+    project = projects("mp", model_parallel=model_parallel)
+    command = [PYTHON, "-m", f"{package(project)}.doctor", "--nprocs", "2", *FAST]
+    result = run(command, cwd=project, timeout=120)
+    assert_healthy_report(result, ranks=2)
+    if model_parallel:
+        assert "layout: 2 processes, 2 on this node; rank 0 uses cpu" in result.stdout
+
+
+def test_doctor_names_the_rank_that_never_joins(projects):
+    project = projects("launch")
+    env = child_env(RANK=0, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1")
+    env["MASTER_PORT"] = str(free_port())
+    started = time.monotonic()
+    command = [PYTHON, "-m", f"{package(project)}.doctor", "--timeout", "3", *FAST]
+    result = run(command, cwd=project, env=env, check=False, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "missing rank(s) 1 of 2: not joined within 3s (--timeout); "
+        "check that every node started and can reach 127.0.0.1"
+    )
+    assert time.monotonic() - started < 60
+
+
+def test_mp_doctor_names_the_missing_node(projects):
+    project = projects("mp")
+    flags = ["--nnodes", "2", "--node-rank", "0", "--nprocs", "1"]
+    flags += ["--master-port", free_port(), "--timeout", "3"]
+    command = [PYTHON, "-m", f"{package(project)}.doctor", *flags, *FAST]
+    result = run(command, cwd=project, check=False, timeout=120)
+    assert result.returncode == 1
+    assert "missing rank(s) 1 of 2: not joined within 3s" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--timeout", "0"], "--timeout and --max-mib must be positive"),
+        (["--max-mib", "-1"], "--timeout and --max-mib must be positive"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_doctor_flags_are_checked(projects, flags, message):
+    project = projects("launch")
+    command = [PYTHON, "-m", f"{package(project)}.doctor", *flags]
+    result = run(command, cwd=project, check=False, timeout=60)
+    assert result.returncode == 2 and message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_doctor_without_master_addr_says_so(projects):
+    project = projects("launch")
+    env = child_env(RANK=1, WORLD_SIZE=2)
+    command = [PYTHON, "-m", f"{package(project)}.doctor", *FAST]
+    result = run(command, cwd=project, env=env, check=False, timeout=60)
+    assert result.returncode == 1
+    assert "WORLD_SIZE=2 but MASTER_ADDR is not set" in result.stderr
