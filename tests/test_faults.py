@@ -132,10 +132,10 @@ def test_pytorchjob_parses_with_restarts(projects, mode):
     assert "train.py" in " ".join(container["command"] + container.get("args", []))
 
 
-def run_two_nodes(project, workdir, extra_env, *flags):
+def run_two_nodes(project, workdir, extra_env, *flags, expect_success=True):
     """Two scripts/multinode.sh agents on this machine, one process each;
-    returns their outputs."""
-    common = dict(NNODES=2, NPROC_PER_NODE=1, **extra_env)
+    returns [(exit code, output)] per node."""
+    common = dict(NNODES=2, NPROC_PER_NODE=1, NPROCS=1, **extra_env)
     jobs = []
     for node_rank in range(2):
         env = child_env(NODE_RANK=node_rank, **common)
@@ -157,9 +157,17 @@ def run_two_nodes(project, workdir, extra_env, *flags):
     finally:
         for job in jobs:
             kill_group(job.pid)
-    for job, output in zip(jobs, outputs, strict=True):
-        assert job.returncode == 0, output[-4000:]
-    return outputs
+    results = [(job.returncode, output) for job, output in zip(jobs, outputs)]
+    if expect_success:
+        for code, output in results:
+            assert code == 0, output[-4000:]
+    return results
+
+
+def two_node_env(mode):
+    if mode == "launch":
+        return dict(RDZV_HOST="127.0.0.1", RDZV_PORT=free_port(), RDZV_ID="loopback")
+    return dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port())
 
 
 def kill_group(pid):
@@ -175,11 +183,9 @@ def test_two_nodes_on_loopback_equal_one_node(projects, tmp_path, mode):
     readme = (project / "README.md").read_text()
     if mode == "launch":
         assert "NNODES=2 RDZV_HOST=node0 ./scripts/multinode.sh" in readme
-        env = dict(RDZV_HOST="127.0.0.1", RDZV_PORT=free_port(), RDZV_ID="loopback")
     else:
         assert "NNODES=2 NODE_RANK=1 MASTER_ADDR=node0 ./scripts/multinode.sh" in readme
-        env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(), NPROCS=1)
-    run_two_nodes(project, tmp_path / "nodes", env, "--epochs", "2")
+    run_two_nodes(project, tmp_path / "nodes", two_node_env(mode), "--epochs", "2")
     train(project, tmp_path / "one", *SMALL_SYNTHETIC, "--epochs", "2")
     assert_same_weights(final_model(tmp_path / "nodes"), final_model(tmp_path / "one"))
 
@@ -224,9 +230,9 @@ def test_two_agents_restart_after_a_killed_worker_and_match(projects, tmp_path):
         MAX_RESTARTS=1,
     )
     env = dict(RDZV_HOST="127.0.0.1", RDZV_PORT=free_port(), RDZV_ID="restart")
-    outputs = run_two_nodes(project, workdir, {**env, **fault}, "--epochs", "3")
+    results = run_two_nodes(project, workdir, {**env, **fault}, "--epochs", "3")
     assert (workdir / "fault-once").exists()  # the fault happened
-    assert sum("resumed from" in output for output in outputs) == 1  # rank 0's node
+    assert sum("resumed from" in output for _, output in results) == 1  # rank 0's
     train(project, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "3")
     assert_same_weights(final_model(workdir), final_model(tmp_path / "straight"))
 
@@ -297,6 +303,48 @@ def test_a_failing_mp_worker_fails_the_job_naming_it(projects, tmp_path):
         "worker 0 exited with code 1" in result.stderr
         or "worker 1 exited with code 1" in result.stderr
     )
+
+
+# No rank waits alone: on two nodes, a rank that failed alone would leave the
+# other node's rank in a collective until --dist-timeout (600 s).
+
+
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_a_failed_save_on_rank_0_stops_every_node_promptly(projects, tmp_path, mode):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    started = time.monotonic()
+    results = run_two_nodes(
+        projects(mode),
+        tmp_path,
+        two_node_env(mode),
+        *("--epochs", "1", "--checkpoint-dir", not_a_folder / "checkpoints"),
+        expect_success=False,
+    )
+    assert all(code != 0 for code, _ in results)
+    said = f"rank 0: cannot save a checkpoint in {not_a_folder / 'checkpoints'}"
+    assert sum(said in output for _, output in results) >= 1
+    assert time.monotonic() - started < 150
+
+
+def test_a_checkpoint_another_node_cannot_read_stops_every_node(projects, tmp_path):
+    project = projects("launch")  # the fault is injected where RANK is set
+    train(project, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+    fault = dict(FAULT="unreadable-on-rank", FAULT_STEP=0, FAULT_RANK=1)
+    fault["PYTHONPATH"] = INJECT.parent
+    started = time.monotonic()
+    results = run_two_nodes(
+        project,
+        tmp_path,
+        {**two_node_env("launch"), **fault},
+        *("--epochs", "2"),
+        expect_success=False,
+    )
+    assert all(code != 0 for code, _ in results)
+    output = "".join(output for _, output in results)
+    assert "rank 1: cannot read " in output
+    assert "every node must see the checkpoint folder" in output
+    assert time.monotonic() - started < 150
 
 
 # 5. SIGTERM

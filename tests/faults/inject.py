@@ -3,6 +3,7 @@ this file in place of train.py (cwd: the project).
 
 FAULT=kill-at-step   SIGKILL the process right after optimizer step FAULT_STEP
 FAULT=raise-at-step  raise a RuntimeError there instead
+FAULT=unreadable-on-rank  loading any checkpoint fails on FAULT_RANK
 FAULT=kill-in-save   SIGKILL it after writing the temp file of the checkpoint of
                      step FAULT_STEP, before the rename
 FAULT_RANK           the global rank that dies (default 1)
@@ -76,6 +77,13 @@ elif FAULT == "kill-in-save":
         replace(source, target)
 
     checkpoint.os.replace = die_before_rename
+elif FAULT == "unreadable-on-rank":
+    # As if the checkpoint folder were local to rank 0's node.
+    def unreadable(path):
+        raise ValueError("no such file")
+
+    load = checkpoint.load
+    checkpoint.load = lambda path: unreadable(path) if doomed() else load(path)
 else:
     raise SystemExit(f"unknown FAULT {FAULT}")
 

@@ -10,7 +10,7 @@ from tqdm import tqdm
 
 from . import checkpoint
 from .config import ConfigError
-from .distributed import all_reduce_sum
+from .distributed import all_reduce_sum, raise_if_any_failed
 from .model import METRICS, batch_metrics, loss_fn
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -223,16 +223,22 @@ class Trainer:
     def save_checkpoint(self):
         rng_states = [None] * self.placement.world_size
         dist.all_gather_object(rng_states, rng_state())  # every rank's stream
+        error = None
         if self.placement.is_main:
-            self.last_checkpoint = checkpoint.save(
-                self.state_dict(rng_states),
-                self.config.checkpoint_dir,
-                self.step,
-                self.config.keep_last,
-            )
-            self.log(f"saved {self.last_checkpoint}")
+            try:
+                self.last_checkpoint = checkpoint.save(
+                    self.state_dict(rng_states),
+                    self.config.checkpoint_dir,
+                    self.step,
+                    self.config.keep_last,
+                )
+                self.log(f"saved {self.last_checkpoint}")
+            except OSError as failure:
+                folder = self.config.checkpoint_dir
+                error = f"cannot save a checkpoint in {folder}: {failure}"
+        # Also a barrier: no rank goes on (or resumes) before the file is complete.
+        raise_if_any_failed(error, self.placement)
         self.saved_at_step = self.step
-        dist.barrier()  # no rank goes on (or resumes) before the file is complete
 
     def restore(self, state):
         self._check_same_shards(state)
@@ -282,8 +288,16 @@ class Trainer:
             raise SystemExit(error)
         if path is None:
             return
+        error = None
         if not self.placement.is_main:
-            state = checkpoint.load(path)
+            try:
+                state = checkpoint.load(path)
+            except ValueError as failure:
+                error = (
+                    f"cannot read {path}: {failure} (every node must see the "
+                    "checkpoint folder: put it on shared storage)"
+                )
+        raise_if_any_failed(error, self.placement)
         self.restore(state)
         self.last_checkpoint = path
         self.log(f"resumed from {path}: epoch {self.epoch}, step {self.step}")

@@ -180,6 +180,22 @@ class StopRequest:
         return bool(flag.item())
 
 
+def raise_if_any_failed(error, placement):
+    """A collective: every rank learns whether any rank failed (`error` is its
+    one-line message or None), and then all exit together. A rank that failed
+    alone would leave the others waiting in the next collective until the
+    timeout."""
+    errors = [None] * placement.world_size
+    dist.all_gather_object(errors, error)
+    failed = [(rank, message) for rank, message in enumerate(errors) if message]
+    if not failed:
+        return
+    rank, message = failed[0]
+    if placement.is_main:
+        raise SystemExit(f"rank {rank}: {message}")
+    raise SystemExit(1)  # rank 0 says why
+
+
 def all_reduce_sum(values, device):
     """Sum a list of numbers over all ranks (gloo has no AVG, so sum then divide)."""
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
