@@ -31,6 +31,7 @@ NOT_RUN_HERE = [
         r"^(python -m venv|pip |pytest)",
     ),
     ("needs a Slurm allocation (tests/test_slurm.py)", r"^srun "),
+    ("needs a container engine and a Kubernetes cluster", r"^(docker|kubectl) "),
     (
         "needs a cluster of nodes",
         r"^(NNODES=|torchrun --nnodes|python train.py --nnodes)",
