@@ -181,6 +181,7 @@ def test_two_nodes_on_loopback_equal_one_node(projects, tmp_path, mode):
 # 3, 4. Elastic restarts
 
 
+@pytest.mark.fault
 def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(projects, tmp_path):
     project = projects("launch")
     kill_at = STEPS_PER_EPOCH + 3  # mid-way through the second epoch
@@ -202,6 +203,7 @@ def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(projects, tmp_
     )
 
 
+@pytest.mark.fault
 def test_two_agents_restart_after_a_killed_worker_and_match(projects, tmp_path):
     """Two torchrun agents (scripts/multinode.sh, c10d on loopback): a worker
     killed mid-epoch on one node restarts both nodes, and the job ends with the
@@ -254,6 +256,7 @@ def test_restarts_on_two_agents_without_a_fresh_store_are_refused(projects, tmp_
     assert "distributed.py" not in "".join(outputs)  # a line, not our traceback
 
 
+@pytest.mark.fault
 def test_exhausted_restarts_fail_and_name_the_rank(projects, tmp_path):
     started = time.monotonic()
     result = torchrun_with_fault(
@@ -297,6 +300,7 @@ def test_a_failing_mp_worker_fails_the_job_naming_it(projects, tmp_path):
 # other node's rank in a collective until --dist-timeout (600 s).
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("mode", ["launch", "mp"])
 def test_a_failed_save_on_rank_0_stops_every_node_promptly(projects, tmp_path, mode):
     not_a_folder = tmp_path / "file"
@@ -315,6 +319,7 @@ def test_a_failed_save_on_rank_0_stops_every_node_promptly(projects, tmp_path, m
     assert time.monotonic() - started < 150
 
 
+@pytest.mark.fault
 def test_a_checkpoint_another_node_cannot_read_stops_every_node(projects, tmp_path):
     project = projects("launch")  # the fault is injected where RANK is set
     train(project, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
@@ -380,6 +385,7 @@ def group_alive(pgid):
     return any(not state.startswith("Z") for state in listing)
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("mode", ["launch", "mp"])
 def test_sigterm_saves_exits_and_the_next_run_resumes(projects, tmp_path, mode):
     project = projects(mode)
@@ -418,6 +424,7 @@ def test_sigterm_saves_exits_and_the_next_run_resumes(projects, tmp_path, mode):
 # 6. A kill between the temp file and the rename
 
 
+@pytest.mark.fault
 def test_kill_during_checkpoint_write_keeps_the_previous_one(projects, tmp_path):
     project = projects("launch")
     result = torchrun_with_fault(

@@ -1,9 +1,18 @@
 """The same runs with nccl on CUDA. They skip, with the reason, without GPUs;
 `make test-gpu` runs only these."""
 
+import json
+
 import pytest
 import torch
-from helpers import SMALL_SYNTHETIC, assert_same_weights, final_model, train
+from helpers import (
+    SMALL_SYNTHETIC,
+    TORCHRUN,
+    assert_same_weights,
+    final_model,
+    run,
+    train,
+)
 
 GPUS = torch.cuda.device_count()
 pytestmark = pytest.mark.gpu
@@ -81,3 +90,34 @@ def test_too_many_processes_for_the_gpu_pairs_fails_before_starting(projects, tm
     assert (
         f"start at most {GPUS // 2}" in result.stderr or "needs 2 GPUs" in result.stderr
     )
+
+
+def doctor_devices(project, nprocs, *flags):
+    """The devices each rank's process group is bound to, as the doctor reports."""
+    package = json.loads((project / ".ddpgen.json").read_text())["answers"]
+    command = TORCHRUN + ["--standalone", "--nproc-per-node", nprocs]
+    command += ["-m", f"{package['package_name']}.doctor", "--device", "cuda"]
+    result = run(command + ["--max-mib", "4", *flags], cwd=project, timeout=180)
+    assert "backend: nccl" in result.stdout
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("ranks: "))
+    return line.split("devices: ")[1].split()
+
+
+@needs_cuda
+def test_nccl_groups_are_bound_to_each_process_gpu(projects):
+    """init_process_group(device_id=...): rank r's communicators on cuda:r."""
+    devices = doctor_devices(projects("launch"), WORLD)
+    assert devices == [f"{rank}=cuda:{rank}" for rank in range(WORLD)]
+
+
+@needs_two_gpus_per_process
+def test_model_parallel_groups_are_bound_to_the_first_gpu_of_each_pair(projects):
+    """Local rank r owns GPUs 2r and 2r+1: its group is bound to GPU 2r, not r."""
+    devices = doctor_devices(projects("launch", model_parallel=True), GPUS // 2)
+    assert devices == [f"{rank}=cuda:{2 * rank}" for rank in range(GPUS // 2)]
+
+
+@needs_cuda
+def test_model_parallel_on_one_gpu_binds_it(projects):
+    devices = doctor_devices(projects("launch", model_parallel=True), 1, "--share-gpu")
+    assert devices == ["0=cuda:0"]

@@ -139,18 +139,31 @@ def process_group(backend, placement, timeout_s, store=None, device=None):
         dist.init_process_group(**kwargs)
         dist.barrier()  # fails within the timeout if a rank never arrives
     except RuntimeError as error:  # torch's DistError and its timeout kinds
-        raise SystemExit(
-            f"rank {placement.rank}: the {placement.world_size} ranks did not all "
-            f"join within {timeout_s:g}s (--dist-timeout): {first_line(error)}"
-        ) from error
+        leave_process_group()
+        if "time" in str(error).lower():  # "timed out", "timeout"
+            why = (
+                f"the {placement.world_size} ranks did not all join within "
+                f"{timeout_s:g}s (--dist-timeout)"
+            )
+        else:  # a peer that died or refused the connection
+            why = f"the process group of {placement.world_size} ranks failed"
+        message = f"rank {placement.rank}: {why}: {first_line(error)}"
+        raise SystemExit(message) from error
     try:
         yield
     finally:
-        # DDP's reducer holds the group: free it first, or the group's threads
-        # are torn down during interpreter exit and the process aborts.
-        gc.collect()
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        leave_process_group()
+
+
+def leave_process_group():
+    """Destroy the group, on success and on failure alike.
+
+    DDP's reducer holds the group: free it first, or the group's threads are
+    torn down during interpreter exit and the process aborts.
+    """
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def first_line(error):

@@ -105,13 +105,21 @@ def check_rank(config, placement, store=None, max_mib=64):
     with process_group(
         backend, placement, config.dist_timeout, doctor_store, devices[0]
     ):
-        hosts = [None] * placement.world_size
-        dist.all_gather_object(hosts, socket.gethostname())
+        ranks = [None] * placement.world_size
+        dist.all_gather_object(ranks, (socket.gethostname(), bound_device(devices)))
         table = all_reduce_table(devices[0], placement.world_size, max_mib)
     if placement.is_main:
-        print(f"ranks: {placement.world_size} on {len(set(hosts))} host(s)")
+        hosts = {host for host, _ in ranks}
+        print(f"ranks: {placement.world_size} on {len(hosts)} host(s); ", end="")
+        print("devices: " + " ".join(f"{r}={d}" for r, (_, d) in enumerate(ranks)))
         print(table)
         print("ok: every rank joined and all_reduce works")
+
+
+def bound_device(devices):
+    """The device the group's communicators use (NCCL's, from device_id)."""
+    bound = dist.group.WORLD.bound_device_id
+    return str(bound if bound is not None else devices[0])
 
 
 def job_store(placement, timeout):
