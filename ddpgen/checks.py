@@ -1,4 +1,5 @@
-"""Checks every rendered project must pass: black, ruff, compiles, no Jinja left.
+"""Checks every rendered project must pass: black, ruff, `ddpgen lint`, compiles,
+no Jinja left.
 
 Each returns a list of one-line problems (empty when the check passes).
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpgen.errors import DdpgenError
+from ddpgen.lint import lint_paths
 from ddpgen.render import render_project
 from ddpgen.spec import make_spec
 
@@ -60,6 +62,11 @@ def check_ruff(project):
     )
 
 
+def check_ddp_lint(project):
+    findings, _ = lint_paths([project])
+    return [finding.text().removeprefix(f"{project}/") for finding in findings]
+
+
 def check_compiles(project):
     problems = []
     for path in python_files(project):
@@ -88,6 +95,7 @@ def check_no_jinja(project):
 STATIC_CHECKS = {
     "black": check_black,
     "ruff": check_ruff,
+    "ddp-lint": check_ddp_lint,
     "compiles": check_compiles,
     "no-jinja": check_no_jinja,
 }

@@ -9,6 +9,7 @@ import click
 from ddpgen import __version__
 from ddpgen.checks import check_template
 from ddpgen.errors import DdpgenError
+from ddpgen.lint import as_json, lint_paths
 from ddpgen.render import render_project
 from ddpgen.spec import Template, make_spec
 from ddpgen.update import update_project
@@ -232,3 +233,26 @@ def update(project, template, settings, dry_run):
         if dry_run:
             raise DdpgenError(f"would conflict in: {files} (nothing was written)")
         raise DdpgenError(f"conflicts (resolve the <<<<<<< markers) in: {files}")
+
+
+def codes(value):
+    return [code.strip().upper() for code in value.split(",") if code.strip()]
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--select", default="", help="only these rules (codes or prefixes)")
+@click.option("--ignore", default="", help="not these rules (codes or prefixes)")
+@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text")
+def lint(paths, select, ignore, output):
+    """Find DDP pitfalls in Python files and folders (rules: docs/lint.md)."""
+    findings, files = lint_paths(paths, codes(select), codes(ignore))
+    if output == "json":
+        click.echo(json.dumps(as_json(findings), indent=2))
+    else:
+        for finding in findings:
+            click.echo(finding.text())
+        noun = "finding" if len(findings) == 1 else "findings"
+        click.echo(f"{len(findings)} {noun} in {files} file{'s' * (files != 1)}")
+    if findings:
+        raise SystemExit(1)
