@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import BIN, PYTHON, TORCHRUN, child_env, run
+from helpers import BIN, PYTHON, TORCHRUN, child_env, free_port, run
 from PIL import Image
 
 BASH_BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
@@ -72,6 +72,10 @@ def argv_and_env(command):
     if words[0] == "ddpgen":
         return [str(Path(BIN) / "ddpgen")] + words[1:], settings
     assert words[0] == "python", command
+    if words[1:3] == ["-m", "torch.distributed.launch"]:
+        # Its default port is 29500: tests take a free one, so nothing else on
+        # the machine can collide with them.
+        words[3:3] = ["--master-port", str(free_port())]
     return [PYTHON] + words[1:], settings
 
 
