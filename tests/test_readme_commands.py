@@ -105,6 +105,7 @@ CASES = [
 ]
 
 
+@pytest.mark.timeout(600)  # up to 9 commands, each bounded at 100 s
 @pytest.mark.parametrize(
     "mode, model_parallel, data, model",
     CASES,
