@@ -21,7 +21,7 @@ demo: $(BIN)/ddpgen
 	cat $(DEMO)/ddp-demo/metrics.json
 
 test: $(BIN)/ddpgen
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
 
 # The generator's tests (no torch) on every supported Python; a version whose
 # interpreter is missing here is skipped, saying so.
@@ -33,7 +33,7 @@ test-pythons:
 # stops them afterwards whatever the tests did.
 test-slurm: $(BIN)/ddpgen
 	tests/slurm/cluster.sh start
-	$(BIN)/pytest -q -m slurm -rs tests/test_slurm.py; status=$$?; \
+	$(BIN)/pytest -q -m slurm -rs --durations=10 tests/test_slurm.py; status=$$?; \
 		tests/slurm/cluster.sh stop; exit $$status
 
 # The fault scenarios 20 times in a row beside a busy-looping process (slow).
