@@ -176,12 +176,13 @@ def test_check_names_the_one_broken_combination(tmp_path):
         "render",
         "black",
         "ruff",
+        "ddp-lint",
         "compiles",
         "no-jinja",
     ]
     rows = {line[:25].strip(): line[25:].split() for line in lines[2:6]}
-    assert rows["flavor=fancy extra=True"] == ["ok", "ok", "FAIL", "ok", "ok"]
-    assert rows["flavor=plain extra=False"] == ["ok"] * 5
+    assert rows["flavor=fancy extra=True"] == ["ok", "ok", "FAIL", "ok", "ok", "ok"]
+    assert rows["flavor=plain extra=False"] == ["ok"] * 6
     assert (
         "flavor=fancy extra=True: ruff: " in result.output and "F401" in result.output
     )
