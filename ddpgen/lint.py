@@ -8,6 +8,7 @@ The rules, with bad and fixed code, are in docs/lint.md.
 import ast
 import re
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ddpgen.errors import UsageError
@@ -97,7 +98,7 @@ class Module:
             isinstance(n, ast.Attribute) and n.attr == name for n in ast.walk(self.tree)
         ) or any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(self.tree))
 
-    @property
+    @cached_property
     def distributed(self):
         names = {dotted(n).rsplit(".", 1)[-1] for n in ast.walk(self.tree)}
         imports = {
