@@ -1,11 +1,24 @@
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import helpers  # noqa: E402
 from helpers import render  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def run_deadline(request):
+    """Tell helpers.run when pytest-timeout will end this test."""
+    marker = request.node.get_closest_marker("timeout")
+    seconds = marker and (marker.args[:1] or [marker.kwargs.get("timeout")])[0]
+    seconds = seconds or float(request.config.getini("timeout") or 0)
+    helpers.deadline = time.monotonic() + seconds if seconds else None
+    yield
+    helpers.deadline = None
 
 
 @pytest.fixture(autouse=True)

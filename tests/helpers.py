@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ddpgen import make_spec, render_project
@@ -16,12 +17,21 @@ PYTHON = sys.executable
 BIN = str(Path(sys.executable).parent)
 TORCHRUN = [PYTHON, "-m", "torch.distributed.run"]
 LEGACY_LAUNCH = [PYTHON, "-m", "torch.distributed.launch"]
+# Set per test by conftest.py: when pytest-timeout will end the test.
+deadline = None
+STACKS_MARGIN_S = 45  # time left to dump the stacks of a hung run
+
 SMALL_SYNTHETIC = ["--train-size", "256", "--eval-size", "64", "--batch-size", "16"]
 
 
 def render(root, name, **answers):
     spec = make_spec(name, output_dir=root, answers=answers)
     return render_project(spec).destination
+
+
+def package(project):
+    """The import name of a rendered project's package."""
+    return json.loads((project / ".ddpgen.json").read_text())["answers"]["package_name"]
 
 
 def free_port():
@@ -59,7 +69,10 @@ class Run(subprocess.CompletedProcess):
 
 def run(command, cwd, timeout=240, check=True, env=None):
     """Run in a new session and kill the whole tree on timeout: a hang fails the
-    test instead of the CI job."""
+    test instead of the CI job. It gives up before pytest-timeout would, so a
+    hang always leaves its processes' stacks in the report."""
+    if deadline is not None:
+        timeout = max(1, min(timeout, deadline - time.monotonic() - STACKS_MARGIN_S))
     process = subprocess.Popen(
         [str(part) for part in command],
         cwd=cwd,
@@ -76,7 +89,7 @@ def run(command, cwd, timeout=240, check=True, env=None):
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
         raise AssertionError(
-            f"timed out after {timeout}s: {command}\n{stdout}\n{stderr}\n{stacks}"
+            f"timed out after {timeout:.0f}s: {command}\n{stdout}\n{stderr}\n{stacks}"
         ) from None
     finally:
         kill_group(process.pid)

@@ -2,17 +2,12 @@
 under torchrun, with its own processes (mp), and alone with a rank missing.
 (Under srun: tests/test_slurm.py.)"""
 
-import json
 import time
 
 import pytest
-from helpers import PYTHON, TORCHRUN, child_env, free_port, run
+from helpers import PYTHON, TORCHRUN, child_env, free_port, package, run
 
 FAST = ["--device", "cpu", "--max-mib", "1"]
-
-
-def package(project):
-    return json.loads((project / ".ddpgen.json").read_text())["answers"]["package_name"]
 
 
 def assert_healthy_report(result, ranks):

@@ -10,6 +10,13 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+# Imported before any process group exists. DDP imports it lazily otherwise,
+# and its defaults (group=group.WORLD) then hold the default group for good:
+# destroy_process_group cannot free it, gloo's threads outlive it, and one that
+# releases a collective's tensors as the interpreter exits aborts the process
+# ("terminate called without an active exception").
+import torch.distributed.nn.functional  # noqa: F401
+
 from .model_parallel import stage_devices
 
 
@@ -153,10 +160,10 @@ def process_group(backend, placement, timeout_s, store=None, device=None):
 
 
 def leave_process_group():
-    """Destroy the group, on success and on failure alike.
+    """Destroy the group, on success and on failure alike, while the
+    interpreter is whole: its threads finish and are joined here.
 
-    DDP's reducer holds the group: free it first, or the group's threads are
-    torn down during interpreter exit and the process aborts.
+    DDP's reducer holds the group: free it first (it sits in reference cycles).
     """
     gc.collect()
     if dist.is_initialized():
