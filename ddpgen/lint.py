@@ -262,12 +262,21 @@ def collective_calls(module):
     indirect = {
         name
         for name, function in module.functions.items()
-        if any(
-            isinstance(n, ast.Call) and last_name(n) in direct
-            for n in ast.walk(function)
-        )
+        if any(calls_local(n, direct) for n in ast.walk(function))
     }
     return direct | indirect
+
+
+def calls_local(node, names):
+    """A call of one of this module's functions, `name(...)` or `self.name(...)`;
+    `other_module.name(...)` only shares the name."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id in names
+    receiver = dotted(func.value) if isinstance(func, ast.Attribute) else ""
+    return receiver in ("self", "cls") and func.attr in names
 
 
 def is_collective(call):
@@ -281,7 +290,7 @@ def collective_under_rank_condition(module, rule):
     helpers = collective_calls(module)
     for call in module.calls:
         name = last_name(call)
-        if not (is_collective(call) or name in helpers):
+        if not (is_collective(call) or calls_local(call, helpers)):
             continue
         found = module.rank_branch(call)
         if found is None:

@@ -137,6 +137,13 @@ RULE_CASES = {
                 print("saved")
             dist.barrier()
             """,
+            DIST + """
+            def save(state):
+                dist.barrier()
+
+            if rank == 0:
+                checkpoint.save(state)  # another module's save
+            """,
         ],
     ),
     "DDP006": (
