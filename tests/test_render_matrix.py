@@ -70,6 +70,19 @@ def test_only_the_chosen_files_are_rendered(rendered, answers):
         assert (other in data_source) == (other == chosen), other
 
 
+MAX_MODULE_LINES = 250  # a module a user reads at once; split what grows past it
+
+
+@pytest.mark.parametrize("answers", SUPPORTED, ids=combination_id)
+def test_every_generated_module_stays_short(rendered, answers):
+    project = rendered(answers)
+    lengths = {
+        str(path.relative_to(project)): len(path.read_text().splitlines())
+        for path in project.rglob("*.py")
+    }
+    assert {p: n for p, n in lengths.items() if n > MAX_MODULE_LINES} == {}
+
+
 def lowest_python(project):
     """The X.Y of the project's `requires-python = ">=X.Y"`."""
     pyproject = (project / "pyproject.toml").read_text()
