@@ -161,8 +161,8 @@ def train(
     command = train_command(project, nprocs, launcher) + [
         "--device",
         "cpu",
-        "--checkpoint-dir",
-        workdir / "checkpoints",
+        "--run-dir",
+        workdir,  # checkpoints in workdir/checkpoints
         "--metrics-file",
         metrics,
         *flags,

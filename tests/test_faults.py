@@ -30,8 +30,8 @@ def cpu_flags(workdir, *flags):
     return [
         "--device",
         "cpu",
-        "--checkpoint-dir",
-        workdir / "checkpoints",
+        "--run-dir",
+        workdir,  # checkpoints in workdir/checkpoints
         *SMALL_SYNTHETIC,
         *flags,
     ]

@@ -80,10 +80,10 @@ def argv_and_env(command):
 
 
 def extra_flags(command, data, folder):
-    """Small data and a private checkpoint folder; the doctor trains nothing."""
+    """Small data and a private run folder; the doctor trains nothing."""
     if ".doctor" in command or command.startswith("ddpgen "):
         return []
-    return DATA_SIZE[data] + ["--checkpoint-dir", folder]
+    return DATA_SIZE[data] + ["--run-dir", folder]
 
 
 def write_noise_images(folder):
@@ -157,4 +157,5 @@ def test_ddpgen_readme_quick_start_runs(tmp_path):
     assert block.startswith("ddpgen new my-project")
     result = run(["bash", "-euc", block], cwd=tmp_path, timeout=300)
     assert "Traceback" not in result.output
-    assert (tmp_path / "my-project" / "checkpoints").is_dir()
+    assert (tmp_path / "my-project" / "run" / "checkpoints").is_dir()
+    assert (tmp_path / "my-project" / "run" / "metrics.jsonl").is_file()

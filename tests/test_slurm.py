@@ -110,6 +110,11 @@ def metrics_of(project):
     return json.loads((project / "metrics.json").read_text())
 
 
+def logged_steps(project):
+    lines = (project / "run" / "metrics.jsonl").read_text().splitlines()
+    return [(r["step"], "loss" in r) for r in map(json.loads, lines)]
+
+
 def copy_of(source, tmp_path):
     """A fresh copy per test: jobs write into the project folder."""
     target = tmp_path / source.name
@@ -159,13 +164,15 @@ def test_scancel_term_checkpoints_requeues_and_finishes_exactly(project, tmp_pat
     stopped = re.search(r"SIGTERM: stopping at step (\d+) to save", log)
     assert stopped, log[-3000:]
     step = int(stopped[1])
-    assert f"saved checkpoints/checkpoint-{step:09d}.pt" in log
-    assert f"resumed from checkpoints/checkpoint-{step:09d}.pt" in log
+    assert f"saved run/checkpoints/checkpoint-{step:09d}.pt" in log
+    assert f"resumed from run/checkpoints/checkpoint-{step:09d}.pt" in log
     assert job_restarts(job) == 1
     metrics = metrics_of(project)
     assert metrics["steps"] == metrics_of(straight)["steps"] == STEPS_PER_EPOCH
-    assert_same_weights(final_model(project), final_model(straight))
-    assert [path.name for path in checkpoints(project)] == [
+    assert_same_weights(final_model(project / "run"), final_model(straight / "run"))
+    # The requeued attempt dropped the records past its checkpoint: each step once.
+    assert logged_steps(project) == logged_steps(straight)
+    assert [path.name for path in checkpoints(project / "run")] == [
         f"checkpoint-{step:09d}.pt",
         f"checkpoint-{STEPS_PER_EPOCH:09d}.pt",
     ]
@@ -200,8 +207,8 @@ def test_time_limit_signal_checkpoints_requeues_and_resumes(projects, tmp_path):
     stopped = re.search(r"SIGTERM: stopping at step (\d+) to save", text)
     assert stopped, text[-3000:]
     step = int(stopped[1])
-    assert f"saved checkpoints/checkpoint-{step:09d}.pt" in text
-    assert f"resumed from checkpoints/checkpoint-{step:09d}.pt" in text
+    assert f"saved run/checkpoints/checkpoint-{step:09d}.pt" in text
+    assert f"resumed from run/checkpoints/checkpoint-{step:09d}.pt" in text
 
 
 def test_doctor_under_srun_on_two_nodes(projects, tmp_path):

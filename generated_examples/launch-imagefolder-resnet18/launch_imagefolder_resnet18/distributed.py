@@ -224,3 +224,15 @@ def all_reduce_sum(values, device):
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor.tolist()
+
+
+@torch.no_grad()
+def replicas_in_sync(model):
+    """Whether every rank holds bit-identical parameters (DDP's promise)."""
+    fingerprint = [
+        (float(p.double().sum()), float(p.double().square().sum()))
+        for p in model.parameters()
+    ]
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, fingerprint)
+    return all(other == gathered[0] for other in gathered)

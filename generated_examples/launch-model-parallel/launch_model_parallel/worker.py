@@ -1,9 +1,7 @@
 """What every training process runs, however it was started."""
 
 import json
-import os
 import sys
-from pathlib import Path
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -18,6 +16,7 @@ from .distributed import (
     process_group,
     share_cpu_threads,
 )
+from .metrics import write_atomically
 from .model import SPLIT_AT, build_model
 from .model_parallel import TwoStageSequential
 from .trainer import Trainer
@@ -42,7 +41,7 @@ def run(config, placement, store=None):
             print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     if placement.is_main and config.metrics_file:
-        write_json_atomically(config.metrics_file, summary)
+        write_atomically(config.metrics_file, json.dumps(summary, indent=2) + "\n")
     return summary
 
 
@@ -66,11 +65,3 @@ def build_trainer(config, placement, devices, backend):
 def wrap_model(model, devices):
     # The model spans two devices: DDP must not be given device_ids.
     return DistributedDataParallel(TwoStageSequential(model, SPLIT_AT, devices))
-
-
-def write_json_atomically(path, data):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(temp, path)

@@ -22,6 +22,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from .bandwidth import all_reduce_table
 from .config import Config, build_parser
 from .distributed import (
     Placement,
@@ -154,17 +155,15 @@ def meet(store, placement, timeout_s):
     store.set(f"doctor/joined/{placement.rank}", socket.gethostname())
     deadline = time.monotonic() + timeout_s
     if placement.rank != 0:
-        if not wait_for_any(store, ["doctor/go", "doctor/abort"], deadline):
+        answers = ["doctor/go", "doctor/abort"]
+        if not wait_until(lambda: any(store.check([k]) for k in answers), deadline):
             raise SystemExit(f"rank {placement.rank}: rank 0 never answered")
         if store.check(["doctor/abort"]):
             raise SystemExit(1)  # rank 0 says who is missing
         return
     expected = [f"doctor/joined/{rank}" for rank in range(placement.world_size)]
-    while True:
-        missing = [key for key in expected if not store.check([key])]
-        if not missing or time.monotonic() > deadline:
-            break
-        time.sleep(POLL_SECONDS)
+    wait_until(lambda: store.check(expected), deadline)
+    missing = [key for key in expected if not store.check([key])]
     if missing:
         store.set("doctor/abort", "1")
         ranks = ", ".join(key.rsplit("/", 1)[1] for key in missing)
@@ -176,12 +175,13 @@ def meet(store, placement, timeout_s):
     store.set("doctor/go", "1")
 
 
-def wait_for_any(store, keys, deadline):
-    while time.monotonic() < deadline:
-        if any(store.check([key]) for key in keys):
-            return True
+def wait_until(ready, deadline):
+    """Poll (the store has no wait with a deadline for several keys)."""
+    while not ready():
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(POLL_SECONDS)
-    return False
+    return True
 
 
 def report(config, placement, devices, backend):
@@ -222,53 +222,6 @@ def shm_line():
             "more (docker --shm-size 8g, or a memory-backed /dev/shm volume)"
         )
     return line
-
-
-def all_reduce_table(device, world_size, max_mib):
-    """Time a float32 all_reduce per message size, like nccl-tests' all_reduce_perf."""
-    lines = [f"{'all_reduce':>12} {'time':>10} {'algbw':>11} {'busbw':>11}"]
-    for size in message_sizes(max_mib * 2**20):
-        seconds = time_all_reduce(torch.ones(size // 4, device=device))
-        algbw = size / seconds / 1e9
-        busbw = algbw * 2 * (world_size - 1) / world_size
-        lines.append(
-            f"{human_bytes(size):>12} {seconds * 1e3:>8.3f}ms "
-            f"{algbw:>7.3f}GB/s {busbw:>7.3f}GB/s"
-        )
-    return "\n".join(lines)
-
-
-def message_sizes(largest):
-    """4 bytes, then x16 each step, ending with the largest."""
-    sizes = [4]
-    while sizes[-1] * 16 < largest:
-        sizes.append(sizes[-1] * 16)
-    return sizes + [largest]
-
-
-def time_all_reduce(tensor, repeats=5):
-    dist.all_reduce(tensor)  # warm-up: connections and buffers
-    synchronize(tensor.device)
-    started = time.perf_counter()
-    for _ in range(repeats):
-        dist.all_reduce(tensor)
-    synchronize(tensor.device)
-    elapsed = torch.tensor([time.perf_counter() - started], device=tensor.device)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank's view
-    return elapsed.item() / repeats
-
-
-def synchronize(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def human_bytes(size):
-    for unit in ("B", "KiB", "MiB"):
-        if size < 1024 or unit == "MiB":
-            return f"{size:g} {unit}"
-        size /= 1024
-    return f"{size:g}"
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 class ConfigError(Exception):
@@ -28,16 +29,36 @@ class Config:
         "samples per process per micro-step (global batch = this x processes)",
         minimum=1,
     )
-    lr: float = option(0.05, "peak learning rate (SGD)", minimum=0)
+    optimizer: str = option("sgd", "sgd (with --momentum) or adamw", ("sgd", "adamw"))
+    lr: float = option(0.05, "peak learning rate", minimum=0)
     momentum: float = option(0.9, "SGD momentum", minimum=0)
-    weight_decay: float = option(0.0, "SGD weight decay", minimum=0)
+    weight_decay: float = option(
+        0.0, "weight decay of matrices and kernels (not biases, norms)", minimum=0
+    )
     warmup_steps: int = option(
         0, "linear learning-rate warm-up, in optimizer steps", minimum=0
+    )
+    lr_schedule: str = option(
+        "constant",
+        "after the warm-up: constant, or a cosine or linear decay to --min-lr",
+        ("constant", "cosine", "linear"),
+    )
+    min_lr: float = option(0.0, "the learning rate at the end of the decay", minimum=0)
+    decay_steps: int = option(
+        0,
+        "optimizer steps from the start to the end of the decay; "
+        "0 = --epochs x steps per epoch (--max-steps never changes it)",
+        minimum=0,
     )
     seed: int = option(
         0, "seed for initialisation and the sampler's shuffling", minimum=0
     )
-    checkpoint_dir: str = option("checkpoints", "where checkpoints are written")
+    run_dir: str = option(
+        "run",
+        "this run's folder: config.json, metrics.jsonl and the checkpoints; "
+        "keep it for restarts and requeues, so --resume auto finds them",
+    )
+    checkpoint_dir: str = option("", "default: RUN_DIR/checkpoints")
     save_every: int = option(
         1, "save every N epochs (always at the end too); 0 = only at the end", minimum=0
     )
@@ -70,7 +91,9 @@ class Config:
         False, "allow TF32 matmuls and convolutions on GPUs (faster, less exact)"
     )
     metrics_file: str = option("", "global rank 0 writes a JSON summary here")
-    log_every: int = option(50, "log the loss every N optimizer steps", minimum=1)
+    log_every: int = option(
+        50, "log the loss to the terminal and metrics.jsonl every N steps", minimum=1
+    )
     eval_every: int = option(
         1, "evaluate every N epochs; 0 = only at the end", minimum=0
     )
@@ -122,6 +145,8 @@ def parse_args(argv=None):
     problem = config_problem(config)
     if problem:
         parser.error(problem)
+    if not config.checkpoint_dir:
+        config.checkpoint_dir = str(Path(config.run_dir) / "checkpoints")
     return config
 
 
@@ -134,6 +159,8 @@ def config_problem(config):
             return f"{flag} must be at least {bounds['minimum']} (got {value})"
         if bounds["maximum"] is not None and value > bounds["maximum"]:
             return f"{flag} must be at most {bounds['maximum']} (got {value})"
+    if config.min_lr > config.lr:
+        return f"--min-lr {config.min_lr:g} is above --lr {config.lr:g}"
     if config.backend == "nccl" and config.device == "cpu":
         return "--backend nccl needs --device cuda; use gloo on CPU"
     if config.nnodes > 1 and config.master_port == 0:
