@@ -36,7 +36,7 @@ def train(tmp_path, *flags):
     metrics = tmp_path / "metrics.json"
     command = TWO_PROCESSES + data_flags(tmp_path)
     command += ["--device", "cpu"]  # the default DataLoader workers
-    command += ["--checkpoint-dir", str(tmp_path / "checkpoints")]
+    command += ["--run-dir", str(tmp_path)]  # checkpoints/, metrics.jsonl
     command += ["--metrics-file", str(metrics), *flags]
     subprocess.run(command, cwd=ROOT, check=True, timeout=600)
     return json.loads(metrics.read_text())
@@ -54,6 +54,8 @@ def test_two_processes_train_and_checkpoint(tmp_path):
     assert metrics["replicas_in_sync"]
     weights = final_weights(tmp_path)
     assert not any(key.startswith(PREFIXES) for key in weights)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["step"] == metrics["steps"]
 
 
 @pytest.mark.parametrize(
