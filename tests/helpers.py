@@ -29,9 +29,14 @@ def render(root, name, **answers):
     return render_project(spec).destination
 
 
+def answers(project):
+    """The template answers a project was rendered with (its update record)."""
+    return json.loads((project / ".ddpgen.json").read_text())["answers"]
+
+
 def package(project):
     """The import name of a rendered project's package."""
-    return json.loads((project / ".ddpgen.json").read_text())["answers"]["package_name"]
+    return answers(project)["package_name"]
 
 
 def free_port():
@@ -129,8 +134,7 @@ def kill_group(pid):
 
 def train_command(project, nprocs, launcher="auto"):
     """The command that trains `project` with `nprocs` processes."""
-    mode = json.loads((project / ".ddpgen.json").read_text())["answers"]["mode"]
-    if mode == "mp":
+    if answers(project)["mode"] == "mp":
         return [PYTHON, "train.py", "--nprocs", nprocs]
     if launcher == "plain" or (launcher == "auto" and nprocs == 1):
         return [PYTHON, "train.py"]
@@ -217,6 +221,6 @@ def import_generated(project, module):
     """A module of a rendered project, imported in this process."""
     sys.path.insert(0, str(project))
     try:
-        return importlib.import_module(f"{project.name.replace('-', '_')}.{module}")
+        return importlib.import_module(f"{package(project)}.{module}")
     finally:
         sys.path.remove(str(project))
