@@ -28,6 +28,11 @@ SHADOWED_MODULES = frozenset(sys.stdlib_module_names) | {
     "numpy",
     "pytest",
     "setuptools",
+    "yaml",  # --config files
+    "matplotlib",  # the plot module
+    "tensorboard",  # the trackers
+    "wandb",
+    "mlflow",
 }
 MAX_NAME_LENGTH = 40
 TRUE_WORDS = {"1", "true", "yes", "y", "on"}

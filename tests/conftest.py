@@ -36,17 +36,24 @@ def projects(tmp_path_factory):
     root = tmp_path_factory.mktemp("projects")
     cache = {}
 
-    def get(mode="launch", model_parallel=False, data="synthetic", model="mlp"):
-        key = (mode, model_parallel, data, model)
+    def get(
+        mode="launch",
+        model_parallel=False,
+        data="synthetic",
+        model="mlp",
+        tracker="tensorboard",
+    ):
+        key = (mode, model_parallel, data, model, tracker)
         if key not in cache:
-            name = f"{mode}-{'mp2' if model_parallel else 'single'}-{data}-{model}"
+            layout = "mp2" if model_parallel else "single"
             cache[key] = render(
                 root,
-                name,
+                f"{mode}-{layout}-{data}-{model}-{tracker[:2]}",
                 mode=mode,
                 model_parallel=model_parallel,
                 data=data,
                 model=model,
+                tracker=tracker,
             )
         return cache[key]
 

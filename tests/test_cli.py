@@ -186,7 +186,13 @@ def test_options_lists_every_variable():
         in result.output
     )
     rows = json.loads(invoke("options", "--json").output)
-    assert [row["name"] for row in rows] == ["mode", "model_parallel", "data", "model"]
+    assert [row["name"] for row in rows] == [
+        "mode",
+        "model_parallel",
+        "data",
+        "model",
+        "tracker",
+    ]
     assert rows[0] == {
         "name": "mode",
         "flag": "--mode",

@@ -33,5 +33,5 @@ def test_generated_project_builds_a_wheel(projects, tmp_path):
     ]
     run([*command, "-q", "-w", tmp_path, "."], cwd=project, timeout=300)
     assert [path.name for path in tmp_path.glob("*.whl")] == [
-        "mp_single_synthetic_mlp-0.1.0-py3-none-any.whl"
+        "mp_single_synthetic_mlp_te-0.1.0-py3-none-any.whl"
     ]

@@ -32,6 +32,8 @@ NOT_RUN_HERE = [
     ),
     ("needs a Slurm allocation (tests/test_slurm.py)", r"^srun "),
     ("needs a container engine and a Kubernetes cluster", r"^(docker|kubectl) "),
+    ("starts a web server", r"^(tensorboard|mlflow ui) "),
+    ("uploads to W&B (needs network)", r"^wandb sync "),
     (
         "needs a cluster of nodes",
         r"^(NNODES=|torchrun --nnodes|python train.py --nnodes)",
@@ -79,11 +81,14 @@ def argv_and_env(command):
     return [PYTHON] + words[1:], settings
 
 
-def extra_flags(command, data, folder):
-    """Small data and a private run folder; the doctor trains nothing."""
+def with_test_data(words, command, data, folder):
+    """Small data and a private run folder; the doctor trains nothing, and
+    the plot draws the run folder the README calls `run`."""
+    if ".plot" in command:
+        return [str(folder) if word == "run" else word for word in words]
     if ".doctor" in command or command.startswith("ddpgen "):
-        return []
-    return DATA_SIZE[data] + ["--run-dir", folder]
+        return words
+    return words + DATA_SIZE[data] + ["--run-dir", folder]
 
 
 def write_noise_images(folder):
@@ -97,24 +102,24 @@ def write_noise_images(folder):
                 image.save(folder / split / label / f"{index}.png")
 
 
-CASES = [
-    ("launch", False, "synthetic", "mlp"),
-    ("mp", False, "fakedata", "cnn"),
-    ("launch", False, "imagefolder", "cnn"),
-    ("mp", False, "cifar10", "cnn"),
+CASES = [  # every data option and every tracker (their README sections differ)
+    ("launch", False, "synthetic", "mlp", "wandb"),
+    ("mp", False, "fakedata", "cnn", "mlflow"),
+    ("launch", False, "imagefolder", "cnn", "tensorboard"),
+    ("mp", False, "cifar10", "cnn", "none"),
 ]
 
 
-@pytest.mark.timeout(600)  # up to 9 commands, each bounded at 100 s
+@pytest.mark.timeout(600)  # up to 12 commands, each bounded at 100 s
 @pytest.mark.parametrize(
-    "mode, model_parallel, data, model",
+    "mode, model_parallel, data, model, tracker",
     CASES,
-    ids=[f"{m}-{d}{'-model_parallel' if p else ''}" for m, p, d, _ in CASES],
+    ids=[f"{m}-{d}-{t}{'-model_parallel' if p else ''}" for m, p, d, _, t in CASES],
 )
 def test_every_readme_command_runs(
-    projects, tmp_path, mode, model_parallel, data, model
+    projects, tmp_path, mode, model_parallel, data, model, tracker
 ):
-    project = projects(mode, model_parallel=model_parallel, data=data, model=model)
+    project = projects(mode, model_parallel, data, model, tracker)
     if data == "imagefolder":
         write_noise_images(project / "images")
     commands = readme_commands(project)
@@ -128,11 +133,12 @@ def test_every_readme_command_runs(
         if data == "cifar10" and ran:
             skipped[command] = "needs CIFAR-10; the first command showed the message"
             continue
-        shared = section == "Resume"  # its commands continue one run
-        folder = tmp_path / ("resume" if shared else f"run{index}")
+        # The commands of these sections continue one run.
+        shared = section in ("Resume", "Watch a run")
+        folder = tmp_path / (section.replace(" ", "-") if shared else f"run{index}")
         words, settings = argv_and_env(command)
         result = run(
-            words + extra_flags(command, data, folder),
+            with_test_data(words, command, data, folder),
             cwd=project,
             env=child_env(**settings),
             timeout=100,
@@ -146,6 +152,7 @@ def test_every_readme_command_runs(
     if data != "cifar10":
         assert len(ran) >= 3 and len(resumed) == 2
         assert "resumed from" in resumed[1].stdout
+        assert (tmp_path / "Watch-a-run" / "metrics.png").stat().st_size > 10_000
     for command, reason in skipped.items():
         print(f"not run here ({reason}): {command}", file=sys.stderr)
 

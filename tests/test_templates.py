@@ -76,7 +76,7 @@ def test_custom_template_with_typed_settings(fork, tmp_path):
         (
             "colour=red",
             "Error: unknown template variable 'colour' (known: mode, "
-            "model_parallel, data, model)\n",
+            "model_parallel, data, model, tracker)\n",
         ),
         ("mode", "Error: --set mode: expected KEY=VALUE\n"),
     ],
@@ -214,7 +214,7 @@ def test_check_on_the_built_in_template_passes():
     )
     assert result.exit_code == 0, result.output
     assert result.output.startswith(
-        "checking a sample of 3 of 28 combinations (seed 0)\n"
+        "checking a sample of 3 of 112 combinations (seed 0)\n"
     )
 
 

@@ -16,6 +16,9 @@ EXAMPLES = {
     "launch-model-parallel": ["--mode", "launch", "--model-parallel"],
     "mp-model-parallel": ["--mode", "mp", "--model-parallel"],
     "mp-fakedata-cnn": ["--mode", "mp", "--data", "fakedata", "--model", "cnn"],
+    "mp-wandb": ["--mode", "mp", "--tracker", "wandb"],
+    "launch-mlflow": ["--mode", "launch", "--tracker", "mlflow"],
+    "launch-no-tracker": ["--mode", "launch", "--tracker", "none"],
     "launch-imagefolder-resnet18": [
         "--mode",
         "launch",

@@ -1,6 +1,8 @@
 """Saving and resuming a Trainer: what a checkpoint holds, and the collectives
 that keep every rank on the same checkpoint (checkpoint.py handles the files)."""
 
+import dataclasses
+
 import torch
 import torch.distributed as dist
 
@@ -43,6 +45,7 @@ def state_dict(trainer, rng_states):
         "world_size": trainer.placement.world_size,
         "batch_size": trainer.config.batch_size,
         "rng": rng_states,
+        "config": dataclasses.asdict(trainer.config),  # the resolved settings
     }
 
 
@@ -64,6 +67,19 @@ def resume(trainer):
     restore(trainer, state)
     trainer.last_checkpoint = path
     trainer.log(f"resumed from {path}: epoch {trainer.epoch}, step {trainer.step}")
+    for change in changed_settings(state.get("config", {}), trainer.config):
+        trainer.log(change)
+
+
+def changed_settings(saved, config):
+    """One line per setting that differs from the checkpoint's."""
+    now = dataclasses.asdict(config)
+    return [
+        f"setting {name} differs from the checkpoint's: {saved[name]!r} then, "
+        f"{now[name]!r} now"
+        for name in now
+        if name in saved and name != "resume" and saved[name] != now[name]
+    ]
 
 
 def agreed_resume_point(trainer):

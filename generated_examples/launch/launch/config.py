@@ -5,6 +5,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .config_file import ConfigFileError, read_settings, to_yaml
+
 
 class ConfigError(Exception):
     """Settings that cannot work with this data or job (found once the data is
@@ -129,14 +131,43 @@ def build_parser(only=None, description=__doc__):
 
 
 def parse_args(argv=None):
+    """The resolved settings: the defaults, then --config FILE, then the flags."""
     parser = build_parser()
-    config = Config(**vars(parser.parse_args(argv)))
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML settings, keys named as the flags with underscores; flags win",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved settings as YAML (a --config file) and exit",
+    )
+    try:
+        parser.set_defaults(**read_settings_of(argv, dataclasses.fields(Config)))
+    except ConfigFileError as error:
+        parser.error(str(error))
+    options = vars(parser.parse_args(argv))
+    del options["config"]
+    print_config = options.pop("print_config")
+    config = Config(**options)
     problem = config_problem(config)
     if problem:
         parser.error(problem)
     if not config.checkpoint_dir:
         config.checkpoint_dir = str(Path(config.run_dir) / "checkpoints")
+    if print_config:
+        print(to_yaml(config), end="")
+        raise SystemExit(0)
     return config
+
+
+def read_settings_of(argv, fields):
+    """The settings of the --config file named in argv, if any."""
+    finder = argparse.ArgumentParser(add_help=False)
+    finder.add_argument("--config")
+    path = finder.parse_known_args(argv)[0].config
+    return read_settings(path, fields) if path else {}
 
 
 def config_problem(config):

@@ -5,14 +5,18 @@ metrics.jsonl has one JSON object per line: training records every --log-every
 optimizer steps (step, epoch, loss, lr, samples_per_second) and evaluation
 records (step, epoch, eval_*). A run that starts at step N first drops the
 records past N, as TensorBoard's purge_step does: after a resume the file holds
-each step once, in order.
+each step once, in order. The same records go to the tracker
+(tracking.py).
 """
 
+import contextlib
 import dataclasses
 import json
 import os
 import time
 from pathlib import Path
+
+from .tracking import Tracker
 
 FILE_NAME = "metrics.jsonl"
 
@@ -21,15 +25,25 @@ class MetricsLog:
     def __init__(self, run_dir, enabled):
         self.path = Path(run_dir) / FILE_NAME
         self.enabled = enabled
+        self.tracker = None
 
-    def start(self, config, step):
-        """Save the resolved config and keep the records up to `step`."""
+    @contextlib.contextmanager
+    def opened(self, config, step):
+        """For the run inside the block: save the resolved config, keep the
+        records up to `step` and open the tracker."""
         if not self.enabled:
+            yield self
             return
         resolved = json.dumps(dataclasses.asdict(config), indent=2) + "\n"
         write_atomically(self.path.with_name("config.json"), resolved)
         kept = [record for record in self.records() if record["step"] <= step]
         write_atomically(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        self.tracker = Tracker(config, step)
+        try:
+            yield self
+        finally:
+            self.tracker.close()
+            self.tracker = None
 
     def records(self):
         if not self.path.exists():
@@ -42,6 +56,8 @@ class MetricsLog:
         if self.enabled:
             with self.path.open("a") as log:
                 log.write(json.dumps(record) + "\n")
+        if self.tracker is not None:
+            self.tracker.log(record)
 
 
 def write_atomically(path, text):

@@ -63,18 +63,18 @@ class Trainer:
         )
 
     def fit(self):
-        self.metrics_log.start(self.config, self.step)
-        while self.epoch < self.config.epochs and not self._reached_max_steps():
-            if self._run_epoch():
-                break  # --max-steps or SIGTERM
-            if self._due(self.config.save_every):
+        with self.metrics_log.opened(self.config, self.step):
+            while self.epoch < self.config.epochs and not self._reached_max_steps():
+                if self._run_epoch():
+                    break  # --max-steps or SIGTERM
+                if self._due(self.config.save_every):
+                    self.save_checkpoint()
+                if self._due(self.config.eval_every):
+                    self.evaluate()
+            if self.saved_at_step != self.step:
                 self.save_checkpoint()
-            if self._due(self.config.eval_every):
-                self.evaluate()
-        if self.saved_at_step != self.step:
-            self.save_checkpoint()
-        if self.evaluated_at_step != self.step and not self.preempted:
-            self.evaluate()  # the final metrics describe the final weights
+            if self.evaluated_at_step != self.step and not self.preempted:
+                self.evaluate()  # the final metrics describe the final weights
         return self.summary()
 
     def _due(self, every):

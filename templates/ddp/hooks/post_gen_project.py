@@ -4,11 +4,13 @@ from pathlib import Path
 
 MODE = "{{ cookiecutter.mode }}"
 MODEL_PARALLEL = "{{ cookiecutter.model_parallel }}" == "True"
+TRACKER = "{{ cookiecutter.tracker }}"
 PACKAGE = Path("{{ cookiecutter.package_name }}")
 
 FILES_FOR_OPTION = {
     PACKAGE / "spawn.py": MODE == "mp",
     PACKAGE / "model_parallel.py": MODEL_PARALLEL,
+    PACKAGE / "tracking.py": TRACKER != "none",
     Path("tests") / "test_model_parallel.py": MODEL_PARALLEL,
 }
 

@@ -1,6 +1,9 @@
 """Train as 2 CPU processes with gloo, then resume (`pip install -e .[test]`)."""
 
 import json
+{%- if cookiecutter.tracker == "wandb" %}
+import os
+{%- endif %}
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +22,9 @@ TWO_PROCESSES = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 TWO_PROCESSES += ["--nproc-per-node", "2", "train.py"]
 {%- else %}
 TWO_PROCESSES = [sys.executable, "train.py", "--nprocs", "2"]
+{%- endif %}
+{%- if cookiecutter.tracker == "wandb" %}
+OFFLINE = os.environ | {"WANDB_MODE": "offline"}  # tests never reach the network
 {%- endif %}
 {%- if cookiecutter.data == "cifar10" %}
 
@@ -60,7 +66,7 @@ def train(tmp_path, *flags):
     command += ["--device", "cpu"]  # the default DataLoader workers
     command += ["--run-dir", str(tmp_path)]  # checkpoints/, metrics.jsonl
     command += ["--metrics-file", str(metrics), *flags]
-    subprocess.run(command, cwd=ROOT, check=True, timeout=600)
+    subprocess.run(command, cwd=ROOT, check=True, timeout=600{{ ', env=OFFLINE' if cookiecutter.tracker == 'wandb' }})
     return json.loads(metrics.read_text())
 
 

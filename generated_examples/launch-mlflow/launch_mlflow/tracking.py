@@ -1,0 +1,84 @@
+"""The experiment tracker (mlflow): global rank 0 sends it the records that
+go to metrics.jsonl. A resume continues the tracker's run; a fresh start in the
+same run folder begins a new one."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+
+PROJECT = "launch-mlflow"
+
+
+def metric_values(record):
+    """(name, value) of a record's metrics: train/loss, eval/accuracy, ..."""
+    for key, value in record.items():
+        if key in ("step", "epoch") or value is None:
+            continue
+        if key.startswith("eval_"):
+            yield "eval/" + key.removeprefix("eval_"), value
+        else:
+            yield "train/" + key, value
+
+
+def tracker_run_id(run_dir, start_step, new_id):
+    """The run a resume continues (its id is kept in the run folder), or a new
+    one for a run that starts at step 0."""
+    id_file = Path(run_dir) / "tracker-run.json"
+    if start_step > 0 and id_file.exists():
+        return json.loads(id_file.read_text())["id"]
+    run_id = new_id()
+    id_file.write_text(json.dumps({"tracker": "mlflow", "id": run_id}) + "\n")
+    return run_id
+
+
+class Tracker:
+    """MLflow: the server in MLFLOW_TRACKING_URI, else a file store in
+    RUN_DIR/mlruns (mlflow ui --backend-store-uri RUN_DIR/mlruns)."""
+
+    def __init__(self, config, start_step):
+        local_store = (Path(config.run_dir) / "mlruns").resolve().as_uri()
+        uri = os.environ.get("MLFLOW_TRACKING_URI", local_store)
+        if uri == local_store:  # MLflow 3 asks file stores to opt in
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        self.client = MlflowClient(tracking_uri=uri)
+        self.run_id = tracker_run_id(config.run_dir, start_step, self._new_run)
+        if start_step == 0:
+            settings = json.loads(Path(config.run_dir, "config.json").read_text())
+            params = [Param(key, str(value)) for key, value in settings.items()]
+            self.client.log_batch(self.run_id, params=params)
+        self.client.update_run(self.run_id, status="RUNNING")
+        # A resume after a kill re-runs steps an earlier attempt logged: MLflow
+        # cannot drop them, so those values are logged once, by the first attempt.
+        self.logged_through = self._last_steps()
+
+    def _new_run(self):
+        experiment = self.client.get_experiment_by_name(PROJECT)
+        if experiment is None:
+            experiment_id = self.client.create_experiment(PROJECT)
+        else:
+            experiment_id = experiment.experiment_id
+        return self.client.create_run(experiment_id).info.run_id
+
+    def _last_steps(self):
+        names = self.client.get_run(self.run_id).data.metrics
+        return {
+            name: max(m.step for m in self.client.get_metric_history(self.run_id, name))
+            for name in names
+        }
+
+    def log(self, record):
+        now, step = int(time.time() * 1000), record["step"]
+        metrics = [
+            Metric(name, float(value), now, step)
+            for name, value in metric_values(record)
+            if step > self.logged_through.get(name, 0)
+        ]
+        if metrics:
+            self.client.log_batch(self.run_id, metrics=metrics)
+
+    def close(self):
+        self.client.set_terminated(self.run_id)

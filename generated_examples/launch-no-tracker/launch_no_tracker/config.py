@@ -1,0 +1,186 @@
+"""Every training option: one dataclass, and the command line built from it."""
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config_file import ConfigFileError, read_settings, to_yaml
+
+
+class ConfigError(Exception):
+    """Settings that cannot work with this data or job (found once the data is
+    loaded): rank 0 prints the one-line message and every rank exits 2."""
+
+
+def option(default, help, choices=None, minimum=None, maximum=None):
+    """A dataclass field that also carries its command-line help, its choices
+    and the range of its values."""
+    bounds = {"minimum": minimum, "maximum": maximum}
+    return field(default=default, metadata={"help": help, "choices": choices} | bounds)
+
+
+@dataclass
+class Config:
+    epochs: int = option(3, "passes over the training data", minimum=1)
+    max_steps: int = option(
+        0, "stop after this many optimizer steps; 0 = no limit", minimum=0
+    )
+    batch_size: int = option(
+        32,
+        "samples per process per micro-step (global batch = this x processes)",
+        minimum=1,
+    )
+    optimizer: str = option("sgd", "sgd (with --momentum) or adamw", ("sgd", "adamw"))
+    lr: float = option(0.05, "peak learning rate", minimum=0)
+    momentum: float = option(0.9, "SGD momentum", minimum=0)
+    weight_decay: float = option(
+        0.0, "weight decay of matrices and kernels (not biases, norms)", minimum=0
+    )
+    warmup_steps: int = option(
+        0, "linear learning-rate warm-up, in optimizer steps", minimum=0
+    )
+    lr_schedule: str = option(
+        "constant",
+        "after the warm-up: constant, or a cosine or linear decay to --min-lr",
+        ("constant", "cosine", "linear"),
+    )
+    min_lr: float = option(0.0, "the learning rate at the end of the decay", minimum=0)
+    decay_steps: int = option(
+        0,
+        "optimizer steps from the start to the end of the decay; "
+        "0 = --epochs x steps per epoch (--max-steps never changes it)",
+        minimum=0,
+    )
+    seed: int = option(
+        0, "seed for initialisation and the sampler's shuffling", minimum=0
+    )
+    run_dir: str = option(
+        "run",
+        "this run's folder: config.json, metrics.jsonl and the checkpoints; "
+        "keep it for restarts and requeues, so --resume auto finds them",
+    )
+    checkpoint_dir: str = option("", "default: RUN_DIR/checkpoints")
+    save_every: int = option(
+        1, "save every N epochs (always at the end too); 0 = only at the end", minimum=0
+    )
+    keep_last: int = option(3, "how many of the newest checkpoints to keep", minimum=1)
+    resume: str = option(
+        "auto",
+        "auto = newest valid checkpoint in --checkpoint-dir; none = start fresh; "
+        "or the path of a checkpoint",
+    )
+    backend: str = option(
+        "auto", "auto = nccl on CUDA, gloo on CPU", ("auto", "gloo", "nccl")
+    )
+    device: str = option(
+        "auto", "auto = CUDA when available, else CPU", ("auto", "cpu", "cuda")
+    )
+    num_workers: int = option(
+        0,
+        "DataLoader worker processes per training process",
+        minimum=0,
+    )
+    amp: str = option(
+        "off", "mixed precision; fp16 adds a GradScaler", ("off", "bf16", "fp16")
+    )
+    grad_accum: int = option(1, "micro-steps per optimizer step", minimum=1)
+    clip_grad_norm: float = option(
+        0.0, "clip the gradient norm to this; 0 = off", minimum=0
+    )
+    compile: bool = option(False, "torch.compile the model")
+    tf32: bool = option(
+        False, "allow TF32 matmuls and convolutions on GPUs (faster, less exact)"
+    )
+    metrics_file: str = option("", "global rank 0 writes a JSON summary here")
+    log_every: int = option(
+        50, "log the loss to the terminal and metrics.jsonl every N steps", minimum=1
+    )
+    eval_every: int = option(
+        1, "evaluate every N epochs; 0 = only at the end", minimum=0
+    )
+    dist_timeout: float = option(
+        600.0,
+        "seconds to wait for every rank, at start-up and in collectives",
+        minimum=1,
+    )
+    train_size: int = option(4096, "training samples", minimum=1)
+    eval_size: int = option(1024, "evaluation samples; 0 = no evaluation", minimum=0)
+    local_rank: int = option(
+        0, "set by the legacy torch.distributed.launch; LOCAL_RANK wins", minimum=0
+    )
+
+
+def build_parser(only=None, description=__doc__):
+    """The command line of Config's fields (or of the fields named in `only`)."""
+    parser = argparse.ArgumentParser(description=description)
+    for spec in dataclasses.fields(Config):
+        if only is not None and spec.name not in only:
+            continue
+        flags = ["--" + spec.name.replace("_", "-")]
+        if spec.name == "local_rank":
+            flags.append("--local_rank")  # torch < 2.0 passed the underscore form
+        kwargs = {"default": spec.default, "help": spec.metadata["help"]}
+        if spec.type is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = spec.type
+            kwargs["choices"] = spec.metadata["choices"]
+        parser.add_argument(*flags, dest=spec.name, **kwargs)
+    return parser
+
+
+def parse_args(argv=None):
+    """The resolved settings: the defaults, then --config FILE, then the flags."""
+    parser = build_parser()
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML settings, keys named as the flags with underscores; flags win",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved settings as YAML (a --config file) and exit",
+    )
+    try:
+        parser.set_defaults(**read_settings_of(argv, dataclasses.fields(Config)))
+    except ConfigFileError as error:
+        parser.error(str(error))
+    options = vars(parser.parse_args(argv))
+    del options["config"]
+    print_config = options.pop("print_config")
+    config = Config(**options)
+    problem = config_problem(config)
+    if problem:
+        parser.error(problem)
+    if not config.checkpoint_dir:
+        config.checkpoint_dir = str(Path(config.run_dir) / "checkpoints")
+    if print_config:
+        print(to_yaml(config), end="")
+        raise SystemExit(0)
+    return config
+
+
+def read_settings_of(argv, fields):
+    """The settings of the --config file named in argv, if any."""
+    finder = argparse.ArgumentParser(add_help=False)
+    finder.add_argument("--config")
+    path = finder.parse_known_args(argv)[0].config
+    return read_settings(path, fields) if path else {}
+
+
+def config_problem(config):
+    """Why the options cannot work together, or None."""
+    for spec in dataclasses.fields(Config):
+        value, bounds = getattr(config, spec.name), spec.metadata
+        flag = "--" + spec.name.replace("_", "-")
+        if bounds["minimum"] is not None and value < bounds["minimum"]:
+            return f"{flag} must be at least {bounds['minimum']} (got {value})"
+        if bounds["maximum"] is not None and value > bounds["maximum"]:
+            return f"{flag} must be at most {bounds['maximum']} (got {value})"
+    if config.min_lr > config.lr:
+        return f"--min-lr {config.min_lr:g} is above --lr {config.lr:g}"
+    if config.backend == "nccl" and config.device == "cpu":
+        return "--backend nccl needs --device cuda; use gloo on CPU"
+    return None

@@ -1,0 +1,101 @@
+"""`python train.py` starts its own workers: one per GPU (2 on CPU)."""
+
+import multiprocessing
+import os
+import signal
+import sys
+from datetime import timedelta
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from .distributed import Placement, first_line, visible_gpus
+from .worker import run
+
+
+def spawn(config, entry=run):
+    """Start this node's processes; each calls entry(config, placement, store)."""
+    gpus = visible_gpus(config.device)
+    nprocs = config.nprocs or default_nprocs(config, gpus)
+    store = host_store(config) if config.node_rank == 0 else None
+    port = store.port if store else config.master_port
+    context = mp.start_processes(
+        worker, args=(config, nprocs, port, entry), nprocs=nprocs, join=False
+    )
+    forward_sigterm(context.processes)
+    try:
+        while not context.join():
+            pass
+    except mp.ProcessExitedException as error:
+        # The worker printed its own error; say which one stopped the job and
+        # keep its exit code (2: the settings cannot work).
+        print(
+            f"worker {error.error_index} exited with code {error.exit_code}",
+            file=sys.stderr,
+        )
+        raise SystemExit(max(error.exit_code, 1)) from None
+    except mp.ProcessRaisedException as error:
+        raise SystemExit(str(error)) from None
+
+
+def default_nprocs(config, gpus):
+    return gpus or 2
+
+
+def host_store(config):
+    """Node 0's launcher hosts the rendezvous store for the job's lifetime.
+
+    Port 0 lets the OS pick a free port, so jobs on one machine never collide.
+    """
+    try:
+        return dist.TCPStore(
+            config.master_addr,
+            config.master_port,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=config.dist_timeout),
+        )
+    except RuntimeError as error:
+        raise SystemExit(
+            f"cannot listen on {config.master_addr}:{config.master_port} "
+            f"({first_line(error)}): choose another --master-port"
+        ) from None
+
+
+def forward_sigterm(processes):
+    """Pass SIGTERM to the workers, which save a checkpoint and exit 0."""
+
+    def forward(signum, frame):
+        for process in processes:
+            if process.is_alive():
+                os.kill(process.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+
+
+def worker(local_rank, config, nprocs, port, entry):
+    if sys.platform == "linux":
+        # A spawned process inherits "spawn" as its start method, so each
+        # DataLoader worker would re-import torch and train.py (seconds each).
+        # Fork them instead, as the workers torchrun starts do.
+        multiprocessing.set_start_method("fork", force=True)
+    placement = Placement(
+        rank=config.node_rank * nprocs + local_rank,
+        local_rank=local_rank,
+        world_size=config.nnodes * nprocs,
+        local_world_size=nprocs,
+    )
+    try:
+        store = dist.TCPStore(
+            config.master_addr,
+            port,
+            placement.world_size,
+            is_master=False,
+            timeout=timedelta(seconds=config.dist_timeout),
+        )
+    except RuntimeError as error:
+        raise SystemExit(
+            f"rank {placement.rank}: no rendezvous at {config.master_addr}:{port} "
+            f"within {config.dist_timeout:g}s: {first_line(error)}"
+        ) from None
+    entry(config, placement, store)

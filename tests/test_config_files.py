@@ -1,0 +1,113 @@
+"""--config FILE, --print-config, and the settings a checkpoint keeps."""
+
+import dataclasses
+
+import pytest
+import torch
+import yaml
+from helpers import PYTHON, SMALL_SYNTHETIC, checkpoints, import_generated, run, train
+
+
+@pytest.fixture
+def config_module(mp):
+    return import_generated(mp, "config")
+
+
+def parse(config_module, tmp_path, settings, *flags):
+    path = tmp_path / "settings.yaml"
+    path.write_text(settings if isinstance(settings, str) else yaml.safe_dump(settings))
+    return config_module.parse_args(["--config", str(path), *flags])
+
+
+def last_error_line(capsys):
+    return capsys.readouterr().err.splitlines()[-1]
+
+
+def test_the_file_sets_defaults_and_flags_win(config_module, tmp_path):
+    settings = {"lr": 0.1, "epochs": 5, "optimizer": "adamw", "compile": True}
+    config = parse(config_module, tmp_path, settings, "--epochs", "7", "--no-compile")
+    assert (config.lr, config.epochs, config.optimizer) == (0.1, 7, "adamw")
+    assert config.compile is False
+    assert config.batch_size == 32  # neither: the default
+
+
+def test_an_int_is_a_valid_float(config_module, tmp_path):
+    assert parse(config_module, tmp_path, {"lr": 1}).lr == 1
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (
+            {"lr_shedule": "cosine"},
+            "unknown setting 'lr_shedule' (did you mean 'lr_schedule'?)",
+        ),
+        (
+            {"batch-size": 8},
+            "unknown setting 'batch-size' (did you mean 'batch_size'?)",
+        ),
+        ({"colour": "red"}, "unknown setting 'colour'"),
+        ({"epochs": "three"}, "epochs: expected int, got 'three'"),
+        ({"epochs": 2.5}, "epochs: expected int, got 2.5"),
+        ({"epochs": True}, "epochs: expected int, got True"),
+        ({"compile": "yes"}, "compile: expected bool, got 'yes'"),
+        ({"optimizer": "adam"}, "optimizer: expected one of sgd, adamw, got 'adam'"),
+        ("- lr\n- 0.1\n", "expected setting: value lines"),
+        ("lr: [0.1\n", "not valid YAML (line 2)"),
+    ],
+)
+def test_a_bad_file_is_one_line_naming_the_key(
+    config_module, tmp_path, capsys, settings, message
+):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(config_module, tmp_path, settings)
+    assert exit_info.value.code == 2
+    path = tmp_path / "settings.yaml"
+    assert last_error_line(capsys).endswith(f"error: --config {path}: {message}")
+
+
+def test_a_missing_file_is_one_line(config_module, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        config_module.parse_args(["--config", str(tmp_path / "none.yaml")])
+    assert exit_info.value.code == 2
+    missing = tmp_path / "none.yaml"
+    assert last_error_line(capsys).endswith(
+        f"error: cannot read --config {missing}: No such file or directory"
+    )
+
+
+def test_bounds_apply_to_file_values(config_module, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        parse(config_module, tmp_path, {"max_steps": -1})
+    assert last_error_line(capsys).endswith(
+        "error: --max-steps must be at least 0 (got -1)"
+    )
+
+
+def test_print_config_round_trips_through_the_file(mp, tmp_path):
+    """The printed settings, read back with --config, are the same settings."""
+    command = [PYTHON, "train.py", "--config", "configs/example.yaml", "--lr", "0.01"]
+    printed = run(command + ["--print-config"], cwd=mp).stdout
+    (tmp_path / "printed.yaml").write_text(printed)
+    again = run(
+        [PYTHON, "train.py", "--config", tmp_path / "printed.yaml", "--print-config"],
+        cwd=mp,
+    ).stdout
+    assert again == printed
+    settings = yaml.safe_load(printed)
+    assert settings["lr"] == 0.01 and settings["optimizer"] == "adamw"
+    config_module = import_generated(mp, "config")
+    assert list(settings) == [f.name for f in dataclasses.fields(config_module.Config)]
+
+
+def test_checkpoints_keep_the_settings_and_a_resume_names_what_changed(mp, tmp_path):
+    flags = [*SMALL_SYNTHETIC, "--epochs", "2"]
+    train(mp, tmp_path, *flags, "--max-steps", "3")
+    saved = torch.load(checkpoints(tmp_path)[-1], weights_only=True)["config"]
+    assert saved["lr"] == 0.05 and saved["max_steps"] == 3
+    _, result = train(mp, tmp_path, *flags, "--lr", "0.1")
+    changes = [line for line in result.stdout.splitlines() if "differs" in line]
+    assert changes == [
+        "setting max_steps differs from the checkpoint's: 3 then, 0 now",
+        "setting lr differs from the checkpoint's: 0.05 then, 0.1 now",
+    ]
