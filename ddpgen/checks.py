@@ -6,7 +6,6 @@ Each returns a list of one-line problems (empty when the check passes).
 
 import itertools
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from ddpgen.errors import DdpgenError
 from ddpgen.lint import lint_paths
+from ddpgen.postprocess import ruff_binary
 from ddpgen.render import render_project
 from ddpgen.spec import make_spec
 
@@ -28,13 +28,7 @@ def python_files(project):
 def tool_command(module):
     """Run black/ruff from this interpreter's environment (a venv's own copy)."""
     if module == "ruff":
-        found = shutil.which("ruff")
-        try:
-            from ruff.__main__ import find_ruff_bin
-
-            found = find_ruff_bin()
-        except ImportError:
-            pass
+        found = ruff_binary()
         return [found] if found else None
     return [sys.executable, "-m", module]
 

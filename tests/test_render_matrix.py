@@ -13,6 +13,7 @@ from ddpgen import Template, UsageError, make_spec, render_project
 from ddpgen.checks import STATIC_CHECKS, combinations
 from ddpgen.cookiecutter_run import run_cookiecutter
 from ddpgen.files import is_litter
+from ddpgen.postprocess import black_settings, unformatted
 from ddpgen.spec import MAX_NAME_LENGTH, builtin_template_dir
 
 TEMPLATE = Template.load()
@@ -224,3 +225,11 @@ def test_the_longest_name_still_lints_clean(tmp_path):
     assert [
         problem for check in STATIC_CHECKS.values() for problem in check(project)
     ] == []
+
+
+@pytest.mark.parametrize("answers", SUPPORTED, ids=combination_id)
+def test_ruff_finds_every_render_formatted(rendered, answers):
+    """So `ddpgen new` never needs black's slower pass on the built-in template."""
+    project = rendered(answers)
+    paths = sorted(project.rglob("*.py"))
+    assert unformatted(project, paths, *black_settings(project)) == []

@@ -313,3 +313,23 @@ def test_update_outside_a_project_is_a_usage_error(tmp_path):
         2,
         f"Error: {tmp_path} is not a ddpgen project (.ddpgen.json is missing)\n",
     )
+
+
+@pytest.mark.parametrize("pyproject", ["", "[tool.black]\nline-length = 40\n"])
+def test_a_template_rendering_unformatted_code_is_formatted_by_black(
+    tmp_path, pyproject
+):
+    """Only files ruff finds unformatted go through black, and black (with the
+    project's own [tool.black]) has the last word on them."""
+    import black
+
+    source = "x=1\ndef f( a,b ):\n  return {'first':a,'second':b,'third':[a,b]}\n"
+    files = {f"{SLUG}/a.py": source, f"{SLUG}/b.py": "y = 2\n"}
+    if pyproject:
+        files[f"{SLUG}/pyproject.toml"] = pyproject
+    template = write_template(tmp_path / "t", files)
+    result = invoke("new", "p", "--output-dir", tmp_path, "--template", template)
+    assert result.exit_code == 0, result.output
+    mode = black.Mode(line_length=40 if pyproject else 88)
+    assert (tmp_path / "p" / "a.py").read_text() == black.format_str(source, mode=mode)
+    assert (tmp_path / "p" / "b.py").read_text() == "y = 2\n"

@@ -3,7 +3,7 @@
 import torch
 
 from . import checkpoint
-from .distributed import all_reduce_sum
+from .agreement import all_reduce_sum
 from .model import METRICS, batch_metrics
 
 

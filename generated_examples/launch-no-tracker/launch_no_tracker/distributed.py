@@ -3,7 +3,6 @@
 import contextlib
 import gc
 import os
-import signal
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -175,64 +174,3 @@ def leave_process_group():
 
 def first_line(error):
     return str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-
-
-def control_group(backend):
-    """A gloo group for small CPU messages, so they never wait on the CUDA stream."""
-    return dist.new_group(backend="gloo") if backend != "gloo" else None
-
-
-class StopRequest:
-    """SIGTERM (Slurm preemption, torchrun shutdown) asks the job to stop.
-
-    Ranks receive the signal at slightly different times, so they agree before
-    stopping: a rank that stopped alone would leave its peers in a collective.
-    """
-
-    def __init__(self, group):
-        self.group = group
-        self.requested = False
-        signal.signal(signal.SIGTERM, self._on_signal)
-
-    def _on_signal(self, signum, frame):
-        self.requested = True
-
-    def agreed(self):
-        flag = torch.tensor([int(self.requested)])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group)
-        return bool(flag.item())
-
-
-def raise_if_any_failed(error, placement):
-    """A collective: every rank learns whether any rank failed (`error` is its
-    one-line message or None), and then all exit together. A rank that failed
-    alone would leave the others waiting in the next collective until the
-    timeout."""
-    errors = [None] * placement.world_size
-    dist.all_gather_object(errors, error)
-    failed = [(rank, message) for rank, message in enumerate(errors) if message]
-    if not failed:
-        return
-    rank, message = failed[0]
-    if placement.is_main:
-        raise SystemExit(f"rank {rank}: {message}")
-    raise SystemExit(1)  # rank 0 says why
-
-
-def all_reduce_sum(values, device):
-    """Sum a list of numbers over all ranks (gloo has no AVG, so sum then divide)."""
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor.tolist()
-
-
-@torch.no_grad()
-def replicas_in_sync(model):
-    """Whether every rank holds bit-identical parameters (DDP's promise)."""
-    fingerprint = [
-        (float(p.double().sum()), float(p.double().square().sum()))
-        for p in model.parameters()
-    ]
-    gathered = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, fingerprint)
-    return all(other == gathered[0] for other in gathered)

@@ -11,10 +11,16 @@ import argparse
 import json
 from pathlib import Path
 
+
+def is_evaluation_curve(key):
+    """eval_accuracy and the like: eval_loss goes with the loss, and the
+    number of samples is no curve."""
+    return key.startswith("eval_") and key not in ("eval_loss", "eval_samples")
+
+
 PANELS = {  # title: which keys of the records it draws
     "loss": lambda key: key in ("loss", "eval_loss"),
-    "evaluation": lambda key: key.startswith("eval_")
-    and key not in ("eval_loss", "eval_samples"),
+    "evaluation": is_evaluation_curve,
     "learning rate": lambda key: key == "lr",
     "samples per second": lambda key: key == "samples_per_second",
 }

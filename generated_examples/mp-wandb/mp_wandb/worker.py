@@ -6,16 +6,10 @@ import sys
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from .agreement import StopRequest, control_group
 from .config import ConfigError
 from .data import build_datasets, build_loaders, output_size
-from .distributed import (
-    StopRequest,
-    control_group,
-    pick_backend,
-    pick_devices,
-    process_group,
-    share_cpu_threads,
-)
+from .distributed import pick_backend, pick_devices, process_group, share_cpu_threads
 from .metrics import write_atomically
 from .model import build_model
 from .trainer import Trainer

@@ -7,7 +7,7 @@ import torch
 from tqdm import tqdm
 
 from . import state
-from .distributed import all_reduce_sum, replicas_in_sync
+from .agreement import all_reduce_sum, replicas_in_sync
 from .evaluation import evaluate
 from .metrics import MetricsLog, Throughput
 from .model import loss_fn
@@ -71,6 +71,8 @@ class Trainer:
                     self.save_checkpoint()
                 if self._due(self.config.eval_every):
                     self.evaluate()
+            if self.stop_request.finish():  # a signal in the last step
+                self.preempted = True
             if self.saved_at_step != self.step:
                 self.save_checkpoint()
             if self.evaluated_at_step != self.step and not self.preempted:
@@ -207,6 +209,6 @@ class Trainer:
             "samples_per_second": self.throughput.overall(),
             "train_seconds": self.throughput.seconds,
             "checkpoint": str(self.last_checkpoint),
-            "replicas_in_sync": replicas_in_sync(self.ddp),
+            "replicas_in_sync": replicas_in_sync(self.ddp, self.input_device),
             "threads_per_process": torch.get_num_threads(),
         } | self.eval_metrics

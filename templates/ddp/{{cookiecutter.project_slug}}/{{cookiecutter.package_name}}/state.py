@@ -7,8 +7,8 @@ import torch
 import torch.distributed as dist
 
 from . import checkpoint
+from .agreement import raise_if_any_failed
 from .config import ConfigError
-from .distributed import raise_if_any_failed
 
 
 def save(trainer):
