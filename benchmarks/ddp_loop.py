@@ -125,6 +125,7 @@ def agreement_task(rank, variant, steps, batch):
     return seconds
 
 
+@torch.no_grad()
 def replica_check_task(rank, model_name, variant):
     """Seconds of one end-of-run replica check (median of 5 calls)."""
     model = DistributedDataParallel(MODELS[model_name]())

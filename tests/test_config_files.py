@@ -111,3 +111,13 @@ def test_checkpoints_keep_the_settings_and_a_resume_names_what_changed(mp, tmp_p
         "setting max_steps differs from the checkpoint's: 3 then, 0 now",
         "setting lr differs from the checkpoint's: 0.05 then, 0.1 now",
     ]
+
+
+def test_a_static_graph_cannot_skip_syncs(config_module, capsys):
+    """DDP's static graph breaks no_sync (an internal assert in the reducer)."""
+    assert config_module.parse_args(["--grad-accum", "2"]).static_graph == "auto"
+    with pytest.raises(SystemExit):
+        config_module.parse_args(["--static-graph", "on", "--grad-accum", "2"])
+    assert last_error_line(capsys).endswith(
+        "error: --static-graph on cannot skip gradient syncs: use --grad-accum 1"
+    )

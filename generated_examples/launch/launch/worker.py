@@ -49,13 +49,19 @@ def build_trainer(config, placement, devices, backend):
     train_set, eval_set = build_datasets(config, placement)
     loaders = build_loaders(config, placement, devices[0], train_set, eval_set)
     torch.manual_seed(config.seed)  # the same initial weights on every rank
-    model = wrap_model(build_model(output_size(train_set)), devices)
+    model = wrap_model(build_model(output_size(train_set)), devices, config)
     torch.manual_seed(config.seed + placement.rank)  # then a stream per rank
     stop_request = StopRequest(control_group(backend))
     return Trainer(config, placement, model, devices, loaders, stop_request)
 
 
-def wrap_model(model, devices):
+def wrap_model(model, devices, config):
+    settings = {
+        "bucket_cap_mb": config.bucket_cap_mb,
+        "gradient_as_bucket_view": config.gradient_as_bucket_view,
+        "static_graph": config.static_graph == "on"
+        or (config.static_graph == "auto" and config.grad_accum == 1),
+    }
     device = devices[0]
     device_ids = [device] if device.type == "cuda" else None
-    return DistributedDataParallel(model.to(device), device_ids=device_ids)
+    return DistributedDataParallel(model.to(device), device_ids=device_ids, **settings)

@@ -89,6 +89,18 @@ class Config:
         0.0, "clip the gradient norm to this; 0 = off", minimum=0
     )
     compile: bool = option(False, "torch.compile the model")
+    bucket_cap_mb: float = option(
+        25.0, "DDP's gradient bucket size in MiB (one all-reduce each)", minimum=1
+    )
+    gradient_as_bucket_view: bool = option(
+        True, "gradients are views of DDP's buckets: no copy, less memory"
+    )
+    static_graph: str = option(
+        "auto",
+        "DDP optimises for a model that uses the same parameters every step; "
+        "auto = on unless --grad-accum > 1 (no_sync needs a dynamic graph)",
+        ("auto", "on", "off"),
+    )
     tf32: bool = option(
         False, "allow TF32 matmuls and convolutions on GPUs (faster, less exact)"
     )
@@ -193,6 +205,8 @@ def config_problem(config):
             return f"{flag} must be at least {bounds['minimum']} (got {value})"
         if bounds["maximum"] is not None and value > bounds["maximum"]:
             return f"{flag} must be at most {bounds['maximum']} (got {value})"
+    if config.static_graph == "on" and config.grad_accum > 1:
+        return "--static-graph on cannot skip gradient syncs: use --grad-accum 1"
     if config.min_lr > config.lr:
         return f"--min-lr {config.min_lr:g} is above --lr {config.lr:g}"
     if config.backend == "nccl" and config.device == "cpu":
