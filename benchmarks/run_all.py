@@ -8,6 +8,8 @@ machines are shared and noisy, so no test asserts a time).
 2. A 2-process CPU run: each process on cores // 2 threads (the generated
    default) against every process on all cores (OMP_NUM_THREADS=cores, what
    PyTorch does when nothing sets it).
+3. ddp_loop.py: DDP's settings, the per-step stop check and the end-of-run
+   replica check, each variant against the others in alternating rounds.
 """
 
 import json
@@ -157,11 +159,19 @@ def bench_threads(scratch, train_size):
 
 
 def main():
+    import ddp_loop  # beside this file; it imports torch
+
     quick = "--quick" in sys.argv
+    steps = 5 if quick else 20
     with tempfile.TemporaryDirectory() as scratch:
         results = {
             "generate": bench_generate(scratch),
             "threads": bench_threads(scratch, 512 if quick else 2048),
+            "ddp_settings_resnet18_s_per_step": ddp_loop.bench_ddp_settings(
+                "resnet18", steps, 16
+            ),
+            "stop_check_small_cnn_s_per_step": ddp_loop.bench_agreement(steps * 10, 32),
+            "replica_check_resnet18_s": ddp_loop.bench_replica_check("resnet18"),
         }
     print(json.dumps(results, indent=2))
 

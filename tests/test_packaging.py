@@ -170,4 +170,11 @@ def test_runtime_dependencies_leave_torch_out(dists):
         for line in archive.read(metadata).decode().splitlines()
         if line.startswith("Requires-Dist:") and "extra ==" not in line
     ]
-    assert sorted(requires) == ["black", "click", "cookiecutter", "jinja2", "ruff"]
+    assert sorted(requires) == [
+        "black",
+        "click",
+        "cookiecutter",
+        "jinja2",
+        "ruff",
+        "tomli",
+    ]
