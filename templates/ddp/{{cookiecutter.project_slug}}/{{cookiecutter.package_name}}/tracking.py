@@ -119,11 +119,8 @@ class Tracker:
         if uri == local_store:  # MLflow 3 asks file stores to opt in
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.client = MlflowClient(tracking_uri=uri)
+        self.settings = json.loads(Path(config.run_dir, "config.json").read_text())
         self.run_id = tracker_run_id(config.run_dir, start_step, self._new_run)
-        if start_step == 0:
-            settings = json.loads(Path(config.run_dir, "config.json").read_text())
-            params = [Param(key, str(value)) for key, value in settings.items()]
-            self.client.log_batch(self.run_id, params=params)
         self.client.update_run(self.run_id, status="RUNNING")
         # A resume after a kill re-runs steps an earlier attempt logged: MLflow
         # cannot drop them, so those values are logged once, by the first attempt.
@@ -135,7 +132,10 @@ class Tracker:
             experiment_id = self.client.create_experiment(PROJECT)
         else:
             experiment_id = experiment.experiment_id
-        return self.client.create_run(experiment_id).info.run_id
+        run_id = self.client.create_run(experiment_id).info.run_id
+        params = [Param(key, str(value)) for key, value in self.settings.items()]
+        self.client.log_batch(run_id, params=params)  # a run's params never change
+        return run_id
 
     def _last_steps(self):
         names = self.client.get_run(self.run_id).data.metrics
