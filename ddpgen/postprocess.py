@@ -28,7 +28,8 @@ def ruff_binary():
 
 
 def black_settings(project):
-    """[tool.black]'s line length and target versions (black's own reader)."""
+    """[tool.black]'s line length and target versions, read without importing
+    black (its import alone is a tenth of `ddpgen new`)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # black depends on tomli before 3.11

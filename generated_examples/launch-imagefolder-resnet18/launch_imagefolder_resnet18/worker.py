@@ -7,7 +7,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from .agreement import StopRequest, control_group
-from .config import ConfigError
+from .config import ConfigError, static_graph_wanted
 from .data import build_datasets, build_loaders, output_size
 from .distributed import pick_backend, pick_devices, process_group, share_cpu_threads
 from .metrics import write_atomically
@@ -59,8 +59,7 @@ def wrap_model(model, devices, config):
     settings = {
         "bucket_cap_mb": config.bucket_cap_mb,
         "gradient_as_bucket_view": config.gradient_as_bucket_view,
-        "static_graph": config.static_graph == "on"
-        or (config.static_graph == "auto" and config.grad_accum == 1),
+        "static_graph": static_graph_wanted(config),
     }
     device = devices[0]
     device_ids = [device] if device.type == "cuda" else None

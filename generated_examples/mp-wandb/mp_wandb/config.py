@@ -193,6 +193,14 @@ def read_settings_of(argv, fields):
     return read_settings(path, fields) if path else {}
 
 
+def static_graph_wanted(config):
+    """DDP's static graph, unless gradient accumulation needs no_sync (the
+    reducer's static graph asserts on it)."""
+    if config.static_graph == "auto":
+        return config.grad_accum == 1
+    return config.static_graph == "on"
+
+
 def config_problem(config):
     """Why the options cannot work together, or None."""
     for spec in dataclasses.fields(Config):

@@ -2,6 +2,7 @@
 go to metrics.jsonl. A resume continues the tracker's run; a fresh start in the
 same run folder begins a new one."""
 
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -48,7 +49,7 @@ class Tracker:
             "dir": config.run_dir,
             "id": run_id,
             "resume": "allow",
-            "config": json.loads(Path(config.run_dir, "config.json").read_text()),
+            "config": dataclasses.asdict(config),
         }
         try:
             self.run = wandb.init(**settings)

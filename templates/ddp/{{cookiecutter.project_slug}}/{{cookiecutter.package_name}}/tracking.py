@@ -4,6 +4,7 @@ go to metrics.jsonl. A resume continues the tracker's run; a fresh start in the
 same run folder begins a new one."""
 {%- if tracker != "tensorboard" %}
 
+import dataclasses
 import json
 {%- endif %}
 {%- if tracker == "mlflow" %}
@@ -90,7 +91,7 @@ class Tracker:
             "dir": config.run_dir,
             "id": run_id,
             "resume": "allow",
-            "config": json.loads(Path(config.run_dir, "config.json").read_text()),
+            "config": dataclasses.asdict(config),
         }
         try:
             self.run = wandb.init(**settings)
@@ -119,7 +120,7 @@ class Tracker:
         if uri == local_store:  # MLflow 3 asks file stores to opt in
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.client = MlflowClient(tracking_uri=uri)
-        self.settings = json.loads(Path(config.run_dir, "config.json").read_text())
+        self.settings = dataclasses.asdict(config)
         self.run_id = tracker_run_id(config.run_dir, start_step, self._new_run)
         self.client.update_run(self.run_id, status="RUNNING")
         # A resume after a kill re-runs steps an earlier attempt logged: MLflow
