@@ -15,8 +15,8 @@ import torch.multiprocessing as mp
 from {package}.agreement import StopRequest, replicas_in_sync
 
 
-def worker(rank, store_path):
-    store = dist.FileStore(store_path, 2)
+def worker(rank, folder):
+    store = dist.FileStore(f"{{folder}}/store", 2)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
@@ -42,7 +42,9 @@ def worker(rank, store_path):
             stopped_at = step
             break
     stop.finish()
-    print(f"rank {{rank}}: {{same}} {{drifted}} {{drifted_bf16}} {{stopped_at}}")
+    # A file per rank: two processes printing to one pipe can interleave.
+    with open(f"{{folder}}/rank{{rank}}.txt", "w") as out:
+        out.write(f"{{same}} {{drifted}} {{drifted_bf16}} {{stopped_at}}")
     dist.destroy_process_group()
 
 
@@ -55,15 +57,13 @@ def test_replica_check_sees_one_bit_and_ranks_stop_together(launch, tmp_path):
     script = tmp_path / "agree.py"
     script.write_text(textwrap.dedent(SCRIPT.format(package=package(launch))))
     paths = [str(launch), os.environ.get("PYTHONPATH", "")]
-    result = run(
-        [PYTHON, script, tmp_path / "store"],
+    run(
+        [PYTHON, script, tmp_path],
         cwd=launch,
         timeout=120,
         env=child_env(PYTHONPATH=os.pathsep.join(filter(None, paths))),
     )
-    lines = sorted(
-        line for line in result.stdout.splitlines() if line.startswith("rank")
-    )
+    results = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
     # In sync, then one flipped float32 bit, then one flipped bfloat16 bit; the
     # request on rank 1 at step 4 is read by every rank at step 5.
-    assert lines == ["rank 0: True False False 5", "rank 1: True False False 5"]
+    assert results == ["True False False 5", "True False False 5"]
