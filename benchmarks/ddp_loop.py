@@ -9,7 +9,6 @@ per step (or per call), the median over rounds that alternate the variants.
 import json
 import os
 import signal
-import socket
 import statistics
 import sys
 import time
@@ -19,39 +18,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from workloads import MODELS, free_port, small_cnn
 
 WORLD = 2
 ROUNDS = 3
-
-
-def small_cnn():
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(64 * 8 * 8, 128),
-        nn.ReLU(),
-        nn.Linear(128, 10),
-    )
-
-
-def resnet18():
-    from torchvision.models import resnet18 as build
-
-    return build(num_classes=10)
-
-
-MODELS = {"small_cnn": small_cnn, "resnet18": resnet18}
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_workers(task, *args):

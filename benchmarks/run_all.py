@@ -10,6 +10,12 @@ machines are shared and noisy, so no test asserts a time).
    PyTorch does when nothing sets it).
 3. ddp_loop.py: DDP's settings, the per-step stop check and the end-of-run
    replica check, each variant against the others in alternating rounds.
+4. side_by_side.py: the generated project (both modes) beside the patterns a
+   user would otherwise copy, on the small CNN and ResNet-18, as ratios to a
+   one-process limit proxy; time to the first step, resume cost, checkpoint
+   save, 1 and 2 processes. Writes side_by_side.png and prints the table.
+
+The GPU benchmark is gpu.py (`make bench-gpu`).
 """
 
 import json
@@ -159,7 +165,8 @@ def bench_threads(scratch, train_size):
 
 
 def main():
-    import ddp_loop  # beside this file; it imports torch
+    import ddp_loop  # beside this file; they import torch
+    import side_by_side
 
     quick = "--quick" in sys.argv
     steps = 5 if quick else 20
@@ -172,8 +179,12 @@ def main():
             ),
             "stop_check_small_cnn_s_per_step": ddp_loop.bench_agreement(steps * 10, 32),
             "replica_check_resnet18_s": ddp_loop.bench_replica_check("resnet18"),
+            "side_by_side": side_by_side.measure(quick),
         }
     print(json.dumps(results, indent=2))
+    print(side_by_side.ratio_table(results["side_by_side"]))
+    if not quick:
+        side_by_side.chart(results["side_by_side"], side_by_side.CHART)
 
 
 if __name__ == "__main__":
