@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: demo test test-pythons test-slurm test-gpu soak examples bench clean
+.PHONY: demo test test-pythons test-slurm test-gpu soak examples bench bench-gpu clean
 
 $(BIN)/ddpgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,14 @@ test-gpu: $(BIN)/ddpgen
 examples: $(BIN)/ddpgen
 	$(BIN)/python tools/make_examples.py generated_examples
 
+# Every CPU benchmark (about 25 minutes on 2 cores); benchmarks/results.md
+# holds a recorded run.
 bench: $(BIN)/ddpgen
 	$(BIN)/python benchmarks/run_all.py
+
+# DDP against one GPU, and all_reduce bandwidth; skips with the reason without CUDA.
+bench-gpu: $(BIN)/ddpgen
+	$(BIN)/python benchmarks/gpu.py
 
 clean:
 	rm -rf $(VENV) .venv-3.* $(DEMO) dist build .pytest_cache

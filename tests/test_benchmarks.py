@@ -1,0 +1,67 @@
+"""The benchmarks run (their figures are recorded in benchmarks/results.md, never
+asserted: these machines are shared and noisy)."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import run
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def json_head(stdout):
+    """The JSON object a benchmark prints before its table."""
+    return json.JSONDecoder().raw_decode(stdout)[0]
+
+
+@pytest.mark.timeout(900)
+def test_side_by_side_measures_every_pattern():
+    result = run([sys.executable, BENCHMARKS / "side_by_side.py", "--quick"], ROOT, 850)
+    figures = json_head(result.stdout)
+    rates = figures["samples_per_second"]["small_cnn"]
+    assert set(rates) == {
+        "limit",
+        "bare_ddp",
+        "gen_mp",
+        "gen_launch",
+        "tutorial",
+        "seed",
+    }
+    assert all(rate > 0 for rate in rates.values()), rates
+    assert set(figures["first_step_s"]) == {"seed", "tutorial", "gen_mp", "gen_launch"}
+    assert all(0 < seconds < 600 for seconds in figures["first_step_s"].values())
+    assert all(s > 0 for s in figures["resume_to_first_step_s"].values())
+    assert set(figures["generated_mp_samples_per_second"]) == {
+        "1_processes",
+        "2_processes",
+    }
+    assert figures["checkpoint_save_s"]["megabytes"] > 40  # ResNet-18 + momentum
+    table_rows = re.findall(
+        r"^\| .+ \| \d+ samples/s \(\d\.\d\dx\) \|$", result.stdout, re.M
+    )
+    assert len(table_rows) == 6
+
+
+def test_gpu_benchmark_runs_its_code_on_cpu_processes():
+    """The nccl benchmark's code on 2 gloo processes (no GPU is needed to find
+    a broken import or a wrong argument)."""
+    result = run([sys.executable, BENCHMARKS / "gpu.py", "--cpu-smoke"], ROOT, 280)
+    figures = json_head(result.stdout)
+    assert figures["world_size"] == 2
+    assert figures["single_device_s_per_step"] > 0 and figures["ddp_s_per_step"] > 0
+    assert "busbw" in result.stdout and "1 MiB" in result.stdout
+
+
+def test_gpu_benchmark_without_cuda_says_why_and_succeeds():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: `make bench-gpu` measures it")
+    result = run([sys.executable, BENCHMARKS / "gpu.py"], ROOT, 120)
+    assert result.stdout.strip() == (
+        "bench-gpu skipped: no CUDA device (torch.cuda.is_available() is False)"
+    )
