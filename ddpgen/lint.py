@@ -340,29 +340,79 @@ def nccl_without_device(module, rule):
             yield module.finding(call, rule)
 
 
-def global_rank_names(module):
-    names = set()
+def assignments(module):
+    """{dotted name: [the assignments to it]}."""
+    found = {}
     for node in ast.walk(module.tree):
-        if isinstance(node, ast.Assign) and is_global_rank(node.value, set()):
-            names |= {dotted(t) for t in node.targets if dotted(t)}
-    return names
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for name in filter(None, map(dotted, targets)):
+                found.setdefault(name, []).append(node)
+    return found
 
 
-def is_global_rank(node, names):
-    if isinstance(node, ast.Call) and last_name(node) == "get_rank" and not node.args:
-        return dotted(node.func) in ("dist.get_rank", "torch.distributed.get_rank")
-    if isinstance(node, ast.Call) and last_name(node) == "int" and node.args:
-        return is_global_rank(node.args[0], names)
-    source = ast.unparse(node)
-    if re.fullmatch(
-        r"os\.environ(\[['\"]RANK['\"]\]|\.get\(['\"]RANK['\"].*\))", source
-    ):
-        return True
-    return dotted(node) in names and bool(dotted(node))
+def runs_before(module, assignment, use):
+    """Whether `assignment` always runs before `use`: its statement list holds,
+    later on, the use or a statement around it."""
+    parent = module.parents[assignment]
+    for _, block in ast.iter_fields(parent):
+        if isinstance(block, list) and any(s is assignment for s in block):
+            later = block[[id(s) for s in block].index(id(assignment)) + 1 :]
+            around = [use, *module.ancestors(use)]
+            return any(s is a for s in later for a in around)
+    return False
+
+
+class GlobalRankNames:
+    """Which names hold the global rank where they are used. The last
+    assignment that always runs before the use decides; without one (a name
+    set in a branch, an attribute set in another method), every assignment of
+    the name must be a global rank: a name that holds the local rank on some
+    path stays quiet."""
+
+    def __init__(self, module):
+        self.module = module
+        self.assigned = assignments(module)
+        self.resolving = set()  # names met again while resolving: a = b; b = a
+
+    def holds(self, use):
+        name = dotted(use)
+        if name in self.resolving:
+            return False
+        self.resolving.add(name)
+        try:
+            return self.last_assignment_is_global_rank(name, use)
+        finally:
+            self.resolving.discard(name)
+
+    def last_assignment_is_global_rank(self, name, use):
+        candidates = self.assigned.get(name, [])
+        before = [a for a in candidates if runs_before(self.module, a, use)]
+        if before:
+            nearest = max(before, key=lambda a: (a.lineno, a.col_offset))
+            return self.is_global_rank(nearest.value)
+        return bool(candidates) and all(
+            self.is_global_rank(a.value) for a in candidates
+        )
+
+    def is_global_rank(self, node):
+        if isinstance(node, ast.Call) and last_name(node) == "get_rank":
+            return not node.args and dotted(node.func) in (
+                "dist.get_rank",
+                "torch.distributed.get_rank",
+            )
+        if isinstance(node, ast.Call) and last_name(node) == "int" and node.args:
+            return self.is_global_rank(node.args[0])
+        source = ast.unparse(node)
+        if re.fullmatch(
+            r"os\.environ(\[['\"]RANK['\"]\]|\.get\(['\"]RANK['\"].*\))", source
+        ):
+            return True
+        return bool(dotted(node)) and self.holds(node)
 
 
 def rank_as_device(module, rule):
-    names = global_rank_names(module)
+    ranks = GlobalRankNames(module)
     for call in module.calls:
         name = last_name(call)
         suspects = []
@@ -374,12 +424,12 @@ def rank_as_device(module, rule):
         if isinstance(device_ids, ast.List):
             suspects.extend(device_ids.elts)
         for suspect in suspects:
-            if is_global_rank(suspect, names):
+            if ranks.is_global_rank(suspect):
                 yield module.finding(call, rule, ast.unparse(suspect))
     for node in ast.walk(module.tree):
         if isinstance(node, ast.JoinedStr) and ast.unparse(node).startswith("f'cuda:"):
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
-            if values and is_global_rank(values[0], names):
+            if values and ranks.is_global_rank(values[0]):
                 yield module.finding(node, rule, ast.unparse(values[0]))
 
 

@@ -255,6 +255,34 @@ def test_ddp010_is_opt_in():
     assert "DDP010" not in codes(RULE_CASES["DDP010"][0], select=())
 
 
+def test_ddp008_follows_the_assignment_that_reaches_each_use():
+    """microsoft/LoRA's examples/NLG/src/gpu.py: one function calls the global
+    rank `local_rank` on one platform and the real local rank on the others.
+    Only the first is reported; a name only ever set in a branch, or set from
+    itself in a cycle, is resolved without looping."""
+    source = DIST + """
+    def setup(args):
+        if args.platform == "local":
+            local_rank = dist.get_rank()
+            torch.cuda.set_device(local_rank)
+        elif args.platform == "philly":
+            local_rank = args.local_rank
+            torch.cuda.set_device(local_rank)
+        else:
+            local_rank = int(os.environ["LOCAL_RANK"])
+            torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+
+    def cycle():
+        a = b
+        b = a
+        torch.cuda.set_device(a)
+    """
+    rules = chosen_rules(["DDP008"], [])
+    found = lint_source(normalized(source), "gpu.py", rules)
+    assert [(f.code, f.line) for f in found] == [("DDP008", 7)]
+
+
 def lint(*args):
     return CliRunner().invoke(main, ["lint", *map(str, args)])
 
