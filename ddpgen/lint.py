@@ -522,12 +522,18 @@ def accumulation_without_no_sync(module, rule):
             n
             for statement in node.body
             for n in ast.walk(statement)
-            if isinstance(n, ast.Call)
-            and last_name(n) == "step"
-            and "optim" in dotted(n.func).lower()
+            if isinstance(n, ast.Call) and is_optimizer_step(n)
         ]
         if steps:
             yield module.finding(node, rule)
+
+
+def is_optimizer_step(call):
+    """optimizer.step() or, under AMP, scaler.step(optimizer)."""
+    if last_name(call) != "step":
+        return False
+    names = [dotted(call.func), *(dotted(a) for a in call.args)]
+    return any("optim" in name.lower() for name in names)
 
 
 RULES = [

@@ -283,6 +283,26 @@ def test_ddp008_follows_the_assignment_that_reaches_each_use():
     assert [(f.code, f.line) for f in found] == [("DDP008", 7)]
 
 
+def test_ddp012_sees_the_amp_step_through_the_scaler():
+    """jingyaogong/minimind's trainer/train_pretrain.py: accumulation steps on
+    a DDP model, the optimizer stepped through a GradScaler, no no_sync."""
+    source = DIST + """
+    model = DistributedDataParallel(model)
+    for step, batch in enumerate(loader):
+        scaler.scale(model(batch).loss / accumulation).backward()
+        if step % accumulation == 0:
+            scaler.step(optimizer)
+            scaler.update()
+    """
+    assert codes(source) == ["DDP012"]
+    fixed = source.replace(
+        "        scaler.scale(",
+        "        model.require_backward_grad_sync = step % accumulation == 0\n"
+        "        scaler.scale(",
+    )
+    assert codes(fixed) == []
+
+
 def lint(*args):
     return CliRunner().invoke(main, ["lint", *map(str, args)])
 
