@@ -1,5 +1,6 @@
 """A generated project's checkpoint.save (temp file, fsync, atomic rename,
-pruning) against a plain torch.save of the same state: ResNet-18 with SGD
+pruning) against a plain torch.save of the same state, and against torch.save
+followed by an fsync (what durability alone costs): ResNet-18 with SGD
 momentum buffers, alternating, median of the rounds.
 
     python checkpoint_save.py PACKAGE SCRATCH ROUNDS OUT   (PACKAGE importable)
@@ -7,6 +8,7 @@ momentum buffers, alternating, median of the rounds.
 
 import importlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -31,17 +33,26 @@ def timed(save, *arguments):
     return time.perf_counter() - started
 
 
+def save_and_fsync(state, path):
+    with open(path, "wb") as file:
+        torch.save(state, file)
+        file.flush()
+        os.fsync(file.fileno())
+
+
 def main(package, scratch, rounds, out):
     checkpoint = importlib.import_module(f"{package}.checkpoint")
     state = trained_state()
     folder = Path(scratch) / "checkpoints"
-    plain, generated = [], []
+    plain, durable, generated = [], [], []
     for step in range(1, rounds + 1):
         plain.append(timed(torch.save, state, Path(scratch) / "plain.pt"))
+        durable.append(timed(save_and_fsync, state, Path(scratch) / "durable.pt"))
         generated.append(timed(checkpoint.save, state, folder, step, 2))
     size = (Path(scratch) / "plain.pt").stat().st_size
     result = {
         "torch_save": statistics.median(plain),
+        "torch_save_and_fsync": statistics.median(durable),
         "generated_save": statistics.median(generated),
         "megabytes": size / 2**20,
     }

@@ -46,9 +46,10 @@ EXIT_ABORTS = {}  # variant: runs that aborted at exit after their timing was sa
 class Settings:
     def __init__(self, quick):
         self.rounds = 1 if quick else 3
+        self.throughput_rounds = 1 if quick else 5  # ResNet-18's rounds vary most
         self.workloads = ("small_cnn",) if quick else ("small_cnn", "resnet18")
         # Steps per run and per timing window, per workload.
-        self.steps = {"small_cnn": 8 if quick else 40, "resnet18": 20}
+        self.steps = {"small_cnn": 8 if quick else 40, "resnet18": 40}
         self.window = {"small_cnn": 2 if quick else 10, "resnet18": 5}
 
     def samples(self, workload):
@@ -241,7 +242,7 @@ def records_if_any(run_dir):
 def throughput(settings, scratch, projects):
     """{workload: {variant: [samples/s per round]}}, variants alternating."""
     results = {w: {v: [] for v in VARIANTS} for w in settings.workloads}
-    for _ in range(settings.rounds):
+    for _ in range(settings.throughput_rounds):
         for workload in settings.workloads:
             samples = settings.samples(workload)
             window = settings.window[workload]
@@ -262,13 +263,13 @@ def startup(settings, scratch, projects):
     samples = settings.samples("small_cnn")
     seconds = {key: [] for key in ("seed", "tutorial", "gen_mp", "gen_launch")}
     resumes = {"gen_mp": [], "gen_launch": []}
-    for _ in range(settings.rounds):
+    for round_index in range(settings.rounds):
         for variant in ("seed", "tutorial"):
             _, first = pattern_run(variant, "small_cnn", samples, 2, scratch)
             seconds[variant].append(first)
         for mode in ("mp", "launch"):
             project = projects[mode, "small_cnn"]
-            run_dir = project / "startup"
+            run_dir = project / f"startup-{round_index}"  # no earlier records
             flags = generated_flags("small_cnn", samples, run_dir, max_steps=2)
             seconds[f"gen_{mode}"].append(seconds_to_step(project, mode, flags, 1))
             # The run above saved its checkpoint at step 2: resume from it.
@@ -322,6 +323,7 @@ def measure(quick=False):
                 workload: {v: statistics.median(r) for v, r in rates.items()}
                 for workload, rates in samples.items()
             },
+            "throughput_rounds": settings.throughput_rounds,
             "rounds": settings.rounds,
             **startup(settings, scratch, projects),
             "generated_mp_samples_per_second": process_counts(settings, projects),

@@ -33,8 +33,10 @@ def test_side_by_side_measures_every_pattern():
     }
     assert all(rate > 0 for rate in rates.values()), rates
     assert set(figures["first_step_s"]) == {"seed", "tutorial", "gen_mp", "gen_launch"}
-    assert all(0 < seconds < 600 for seconds in figures["first_step_s"].values())
-    assert all(s > 0 for s in figures["resume_to_first_step_s"].values())
+    # Starting Python processes that import torch takes well over 0.5 s: less
+    # means a record from an earlier run was taken for this one's.
+    assert all(0.5 < s < 600 for s in figures["first_step_s"].values())
+    assert all(0.5 < s < 600 for s in figures["resume_to_first_step_s"].values())
     assert set(figures["generated_mp_samples_per_second"]) == {
         "1_processes",
         "2_processes",
