@@ -76,7 +76,8 @@ def resnet18(device):
 
 
 def single_device_step(size):
-    return seconds_per_step(resnet18(device_for(0, size)), size, device_for(0, size))
+    device = device_for(0, size)
+    return seconds_per_step(resnet18(device), size, device)
 
 
 def ddp_worker(rank, world, port, size, project, results):

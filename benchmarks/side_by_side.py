@@ -198,10 +198,9 @@ def generated_run(project, mode, workload, samples, window, processes=2):
     return steady_rate(rates)
 
 
-def seconds_to_step(project, mode, flags, step):
-    """Start the generated project and return the seconds until metrics.jsonl
-    holds the training record of `step` (polled; --log-every 1)."""
-    run_dir = Path(flags_value(flags, "run-dir"))
+def seconds_to_step(project, mode, flags, run_dir, step):
+    """Start the generated project and return the seconds until run_dir's
+    metrics.jsonl holds the training record of `step` (polled; --log-every 1)."""
     command = [*generated_command(mode), *flags, "--log-every=1"]
     started = time.time()
     process = subprocess.Popen(
@@ -221,12 +220,6 @@ def seconds_to_step(project, mode, flags, step):
         return time.time() - started
     finally:
         process.wait(timeout=TIMEOUT_S)
-
-
-def flags_value(flags, name):
-    return next(
-        flag.split("=", 1)[1] for flag in flags if flag.startswith(f"--{name}=")
-    )
 
 
 def records_if_any(run_dir):
@@ -271,12 +264,16 @@ def startup(settings, scratch, projects):
             project = projects[mode, "small_cnn"]
             run_dir = project / f"startup-{round_index}"  # no earlier records
             flags = generated_flags("small_cnn", samples, run_dir, max_steps=2)
-            seconds[f"gen_{mode}"].append(seconds_to_step(project, mode, flags, 1))
+            seconds[f"gen_{mode}"].append(
+                seconds_to_step(project, mode, flags, run_dir, 1)
+            )
             # The run above saved its checkpoint at step 2: resume from it.
             flags = generated_flags(
                 "small_cnn", samples, run_dir, max_steps=3, resume="auto"
             )
-            resumes[f"gen_{mode}"].append(seconds_to_step(project, mode, flags, 3))
+            resumes[f"gen_{mode}"].append(
+                seconds_to_step(project, mode, flags, run_dir, 3)
+            )
     return {
         "first_step_s": {k: statistics.median(v) for k, v in seconds.items()},
         "resume_to_first_step_s": {k: statistics.median(v) for k, v in resumes.items()},
