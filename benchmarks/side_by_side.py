@@ -93,7 +93,7 @@ MODEL_EDIT = """
 import workloads  # noqa: E402
 
 
-def build_model(outputs):  # noqa: F811
+def build_model(config, outputs):  # noqa: F811
     return workloads.build_model("{workload}")
 """
 
@@ -146,7 +146,7 @@ def generated_flags(workload, samples, run_dir, **overrides):
         "optimizer": "sgd",
         "momentum": 0,
         "lr": 0.001,
-        "warmup_steps": 0,
+        "warmup_ratio": 0,
         "eval_every": 0,
         "run_dir": run_dir,
         "resume": "none",

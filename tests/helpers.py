@@ -21,7 +21,10 @@ LEGACY_LAUNCH = [PYTHON, "-m", "torch.distributed.launch"]
 deadline = None
 STACKS_MARGIN_S = 45  # time left to dump the stacks of a hung run
 
+# A learning-rate schedule of fixed length: a run stopped by --epochs 1 and
+# resumed with --epochs 2 follows the 2-epoch run's curve.
 SMALL_SYNTHETIC = ["--train-size", "256", "--eval-size", "64", "--batch-size", "16"]
+SMALL_SYNTHETIC += ["--decay-steps", "64"]
 
 
 def render(root, name, **answers):

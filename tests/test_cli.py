@@ -182,7 +182,7 @@ def test_options_lists_every_variable():
     assert "--mode {launch|mp}  default: launch" in result.output
     assert "--model-parallel {bool}  default: False" in result.output
     assert (
-        "--data {synthetic|fakedata|cifar10|imagefolder}  default: synthetic"
+        "--data {synthetic|fakedata|cifar10|imagefolder|text}  default: synthetic"
         in result.output
     )
     rows = json.loads(invoke("options", "--json").output)

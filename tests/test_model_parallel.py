@@ -48,7 +48,8 @@ def test_split_puts_stages_on_two_devices_and_keeps_layer_names(projects, model)
     project = projects("launch", model_parallel=True, data=data, model=model)
     models = import_generated(project, "model")
     layout = import_generated(project, "model_parallel")
-    whole = models.build_model(5 if model == "mlp" else 10)
+    config = import_generated(project, "config").Config()
+    whole = models.build_model(config, 5 if model == "mlp" else 10)
     names = list(whole.state_dict())
     # "meta" stands in for a second device: the split must move stage 1 only.
     split = layout.TwoStageSequential(whole, models.SPLIT_AT, ("cpu", "meta"))
@@ -90,5 +91,7 @@ def test_launch_mode_split_model_resumes_like_an_uninterrupted_run(projects, tmp
 def test_split_checkpoint_loads_into_the_unsplit_model(projects, tmp_path):
     split_project = projects("launch", model_parallel=True)
     metrics, _ = train(split_project, tmp_path, *ONE_EPOCH, nprocs=1)
-    whole = import_generated(projects("launch"), "model").build_model(5)
+    unsplit = projects("launch")
+    config = import_generated(unsplit, "config").Config()
+    whole = import_generated(unsplit, "model").build_model(config, 5)
     whole.load_state_dict(torch.load(metrics["checkpoint"], weights_only=True)["model"])

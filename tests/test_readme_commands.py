@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import BIN, PYTHON, TORCHRUN, child_env, free_port, run
+from helpers import BIN, PYTHON, TORCHRUN, child_env, free_port, package, run
 from PIL import Image
 
 BASH_BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
@@ -21,6 +21,8 @@ DATA_SIZE = {
     # No CIFAR-10 here (no downloads in tests): each command must get as far as
     # saying so.
     "cifar10": ["--data-dir", "no-cifar"],
+    "text": ["--block-size", "16", "--n-layer", "1", "--n-head", "2", "--n-embd", "16"]
+    + ["--batch-size", "8"],
 }
 NO_CIFAR = "CIFAR-10 is not in no-cifar: pass --download to fetch it (170 MB)"
 NOT_RUN_HERE = [
@@ -84,7 +86,7 @@ def argv_and_env(command):
 def with_test_data(words, command, data, folder):
     """Small data and a private run folder; the doctor trains nothing, and
     the plot draws the run folder the README calls `run`."""
-    if ".plot" in command:
+    if ".plot" in command or ".sample" in command:
         return [str(folder) if word == "run" else word for word in words]
     if ".doctor" in command or command.startswith("ddpgen "):
         return words
@@ -107,6 +109,7 @@ CASES = [  # every data option and every tracker (their README sections differ)
     ("mp", False, "fakedata", "cnn", "mlflow"),
     ("launch", False, "imagefolder", "cnn", "tensorboard"),
     ("mp", False, "cifar10", "cnn", "none"),
+    ("launch", False, "text", "gpt", "none"),
 ]
 
 
@@ -122,6 +125,9 @@ def test_every_readme_command_runs(
     project = projects(mode, model_parallel, data, model, tracker)
     if data == "imagefolder":
         write_noise_images(project / "images")
+    if data == "text":  # a small corpus: the project's own configuration module
+        corpus = (project / package(project) / "config.py").read_text()
+        (project / "input.txt").write_text(corpus)
     commands = readme_commands(project)
     assert len(commands) >= 6
     ran, skipped = [], {}

@@ -41,8 +41,8 @@ def combination_id(answers):
 
 
 def test_the_matrix_has_both_kinds():
-    assert len(ALL) == 2 * 2 * 4 * 3 * 4
-    assert len(SUPPORTED) == 2 * 2 * 7 + 2 * 2 * 3 and len(UNSUPPORTED) == 2 * 2 * 5
+    assert len(ALL) == 2 * 2 * 5 * 4 * 4
+    assert len(SUPPORTED) == 2 * 2 * 8 + 2 * 2 * 3 and len(UNSUPPORTED) == 2 * 2 * 12
 
 
 TRACKER_FILES = ["tracking.py", "metrics.py"]
@@ -92,14 +92,19 @@ def test_only_the_chosen_files_are_rendered(rendered, answers):
     assert (package / "spawn.py").exists() == (answers["mode"] == "mp")
     assert (package / "model_parallel.py").exists() == answers["model_parallel"]
     assert (package / "tracking.py").exists() == (answers["tracker"] != "none")
+    text = answers["data"] == "text"
+    for module in ("tokens.py", "sample.py", "lm_metrics.py"):
+        assert (package / module).exists() == text, module
     data_source = (package / "data.py").read_text()
-    for other in {"FakeData", "CIFAR10", "ImageFolder", "TensorDataset"}:
-        chosen = {
-            "fakedata": "FakeData",
-            "cifar10": "CIFAR10",
-            "imagefolder": "ImageFolder",
-            "synthetic": "TensorDataset",
-        }[answers["data"]]
+    marks = {
+        "fakedata": "FakeData",
+        "cifar10": "CIFAR10",
+        "imagefolder": "ImageFolder",
+        "synthetic": "TensorDataset",
+        "text": "TrainingWindows",
+    }
+    for other in marks.values():
+        chosen = marks[answers["data"]]
         assert (other in data_source) == (other == chosen), other
 
 

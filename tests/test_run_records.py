@@ -63,7 +63,7 @@ def test_the_run_dir_holds_the_resolved_config_and_the_checkpoints(mp, tmp_path)
     train(mp, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["checkpoint_dir"] == str(tmp_path / "checkpoints")
-    assert config["train_size"] == 256 and config["optimizer"] == "sgd"
+    assert config["train_size"] == 256 and config["optimizer"] == "adamw"
     evaluations = [r for r in records(tmp_path) if "eval_loss" in r]
     assert [(r["step"], r["epoch"]) for r in evaluations] == [(STEPS_PER_EPOCH, 1)]
 

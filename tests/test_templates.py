@@ -214,7 +214,7 @@ def test_check_on_the_built_in_template_passes():
     )
     assert result.exit_code == 0, result.output
     assert result.output.startswith(
-        "checking a sample of 3 of 112 combinations (seed 0)\n"
+        "checking a sample of 3 of 128 combinations (seed 0)\n"
     )
 
 

@@ -27,6 +27,7 @@ EXAMPLES = {
         "--model",
         "resnet18",
     ],
+    "launch-text-gpt": ["--mode", "launch", "--data", "text", "--model", "gpt"],
 }
 
 

@@ -10,11 +10,14 @@ import torch
 from torch import nn
 from torchvision.models import resnet18
 
+from .data import CHANNELS
 
-def build_model(outputs):
+
+def build_model(config, outputs):
     # The layers of torchvision's ResNet-18 in order, under its own names, so
     # its weights load as they are (no pretrained download here).
     net = resnet18(weights=None, num_classes=outputs)
+    fit_stem_to_image_size(net, config.image_size)
     return nn.Sequential(
         OrderedDict(
             conv1=net.conv1,
@@ -30,6 +33,17 @@ def build_model(outputs):
             fc=net.fc,
         )
     )
+
+
+def fit_stem_to_image_size(net, image_size):
+    """ResNet's ImageNet stem shrinks the image 4x before layer1, which leaves
+    a 32 px image 1 px wide at layer4. As the CIFAR ResNets do, small images
+    keep their resolution: a 3x3 stride-1 stem, and no max-pool up to 32 px."""
+    if image_size > 64:
+        return
+    net.conv1 = nn.Conv2d(CHANNELS, 64, 3, stride=1, padding=1, bias=False)
+    if image_size <= 32:
+        net.maxpool = nn.Identity()
 
 
 loss_fn = nn.CrossEntropyLoss()

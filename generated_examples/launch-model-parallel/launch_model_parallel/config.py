@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config_file import ConfigFileError, read_settings, to_yaml
+from .constraints import config_problem
 
 
 class ConfigError(Exception):
@@ -31,21 +32,40 @@ class Config:
         "samples per process per micro-step (global batch = this x processes)",
         minimum=1,
     )
-    optimizer: str = option("sgd", "sgd (with --momentum) or adamw", ("sgd", "adamw"))
-    lr: float = option(0.05, "peak learning rate", minimum=0)
+    optimizer: str = option(
+        "adamw", "adamw, or sgd (with --momentum)", ("adamw", "sgd")
+    )
+    lr: float = option(
+        0.03,
+        "peak learning rate",
+        minimum=0,
+    )
     momentum: float = option(0.9, "SGD momentum", minimum=0)
     weight_decay: float = option(
-        0.0, "weight decay of matrices and kernels (not biases, norms)", minimum=0
+        0.05,
+        "weight decay of matrices and kernels (not biases, norms); AdamW's is "
+        "decoupled from the lr, for SGD use about 5e-4",
+        minimum=0,
     )
     warmup_steps: int = option(
-        0, "linear learning-rate warm-up, in optimizer steps", minimum=0
+        0, "linear warm-up, in optimizer steps; 0 = --warmup-ratio", minimum=0
+    )
+    warmup_ratio: float = option(
+        0.05,
+        "warm-up as a share of the decay steps, when --warmup-steps is 0",
+        minimum=0,
+        maximum=1,
     )
     lr_schedule: str = option(
-        "constant",
-        "after the warm-up: constant, or a cosine or linear decay to --min-lr",
-        ("constant", "cosine", "linear"),
+        "cosine",
+        "after the warm-up: cosine or linear decay to --min-lr, or constant",
+        ("cosine", "linear", "constant"),
     )
-    min_lr: float = option(0.0, "the learning rate at the end of the decay", minimum=0)
+    min_lr: float = option(
+        0.0,
+        "the learning rate at the end of the decay",
+        minimum=0,
+    )
     decay_steps: int = option(
         0,
         "optimizer steps from the start to the end of the decay; "
@@ -86,7 +106,9 @@ class Config:
     )
     grad_accum: int = option(1, "micro-steps per optimizer step", minimum=1)
     clip_grad_norm: float = option(
-        0.0, "clip the gradient norm to this; 0 = off", minimum=0
+        0.0,
+        "clip the gradient norm to this; 0 = off",
+        minimum=0,
     )
     compile: bool = option(False, "torch.compile the model")
     bucket_cap_mb: float = option(
@@ -110,6 +132,9 @@ class Config:
     )
     eval_every: int = option(
         1, "evaluate every N epochs; 0 = only at the end", minimum=0
+    )
+    eval_every_steps: int = option(
+        0, "also evaluate every N optimizer steps; 0 = off", minimum=0
     )
     dist_timeout: float = option(
         600.0,
@@ -183,29 +208,3 @@ def read_settings_of(argv, fields):
     finder.add_argument("--config")
     path = finder.parse_known_args(argv)[0].config
     return read_settings(path, fields) if path else {}
-
-
-def static_graph_wanted(config):
-    """DDP's static graph, unless gradient accumulation needs no_sync (the
-    reducer's static graph asserts on it)."""
-    if config.static_graph == "auto":
-        return config.grad_accum == 1
-    return config.static_graph == "on"
-
-
-def config_problem(config):
-    """Why the options cannot work together, or None."""
-    for spec in dataclasses.fields(Config):
-        value, bounds = getattr(config, spec.name), spec.metadata
-        flag = "--" + spec.name.replace("_", "-")
-        if bounds["minimum"] is not None and value < bounds["minimum"]:
-            return f"{flag} must be at least {bounds['minimum']} (got {value})"
-        if bounds["maximum"] is not None and value > bounds["maximum"]:
-            return f"{flag} must be at most {bounds['maximum']} (got {value})"
-    if config.static_graph == "on" and config.grad_accum > 1:
-        return "--static-graph on cannot skip gradient syncs: use --grad-accum 1"
-    if config.min_lr > config.lr:
-        return f"--min-lr {config.min_lr:g} is above --lr {config.lr:g}"
-    if config.backend == "nccl" and config.device == "cpu":
-        return "--backend nccl needs --device cuda; use gloo on CPU"
-    return None

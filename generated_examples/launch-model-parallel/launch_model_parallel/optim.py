@@ -34,9 +34,10 @@ def parameter_groups(model, weight_decay):
 
 def build_scheduler(config, optimizer, steps_per_epoch):
     decay_steps = config.decay_steps or config.epochs * steps_per_epoch
+    warmup_steps = config.warmup_steps or round(config.warmup_ratio * decay_steps)
     factor = lr_factor(
         config.lr_schedule,
-        config.warmup_steps,
+        warmup_steps,
         decay_steps,
         min_ratio=config.min_lr / config.lr if config.lr > 0 else 0.0,
     )

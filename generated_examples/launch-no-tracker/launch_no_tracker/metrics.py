@@ -52,11 +52,15 @@ class MetricsLog:
             self.tracker.log(record)
 
 
-def write_atomically(path, text):
+def write_atomically(path, data):
+    """Write text or bytes to a temporary file, then rename it over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(text)
+    if isinstance(data, bytes):
+        temp.write_bytes(data)
+    else:
+        temp.write_text(data)
     os.replace(temp, path)
 
 

@@ -16,13 +16,10 @@ def output_size(train_set):
     return train_set.num_classes
 
 
-IMAGE_SIZE = 32
-
-
 def build_datasets(config, placement):
     """torchvision FakeData: random images, deterministic per index."""
     to_tensor = transforms.ToTensor()
-    shape = (CHANNELS, IMAGE_SIZE, IMAGE_SIZE)
+    shape = (CHANNELS, config.image_size, config.image_size)
     train = datasets.FakeData(config.train_size, shape, 10, transform=to_tensor)
     evaluation = datasets.FakeData(
         config.eval_size,

@@ -13,6 +13,7 @@ from .config import ConfigError
 
 def save(trainer):
     """Rank 0 writes; every rank calls this (it gathers every rank's RNG)."""
+    trainer.divergence.check(trainer.step, trainer.ddp.parameters())
     rng_states = [None] * trainer.placement.world_size
     dist.all_gather_object(rng_states, rng_state())  # every rank's stream
     error = None

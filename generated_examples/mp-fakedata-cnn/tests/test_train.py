@@ -23,6 +23,9 @@ def train(tmp_path, *flags):
     command = TWO_PROCESSES + data_flags(tmp_path)
     command += ["--device", "cpu"]  # the default DataLoader workers
     command += ["--run-dir", str(tmp_path)]  # checkpoints/, metrics.jsonl
+    # A schedule of fixed length: a run stopped by --epochs 1 then follows the
+    # learning rate of the 2-epoch run it resumes into.
+    command += ["--decay-steps", "100"]
     command += ["--metrics-file", str(metrics), *flags]
     subprocess.run(command, cwd=ROOT, check=True, timeout=600)
     return json.loads(metrics.read_text())

@@ -14,7 +14,7 @@ from .data import FEATURES
 SPLIT_AT = 2
 
 
-def build_model(outputs):
+def build_model(config, outputs):
     return nn.Sequential(
         OrderedDict(
             hidden=nn.Linear(FEATURES, 32),

@@ -27,7 +27,8 @@ def evaluate(model, loader, autocast, devices):
         [count] + [float(sums[name]) for name in METRICS], output_device
     )
     samples = int(totals[0])
-    return {"eval_samples": samples} | {
+    metrics = {"eval_samples": samples} | {
         f"eval_{name}": total / samples if samples else None
         for name, total in zip(METRICS, totals[1:], strict=True)
     }
+    return metrics

@@ -11,7 +11,7 @@ from torch import nn
 from .data import FEATURES
 
 
-def build_model(outputs):
+def build_model(config, outputs):
     return nn.Sequential(
         OrderedDict(
             hidden=nn.Linear(FEATURES, 32),

@@ -8,6 +8,7 @@ from tqdm import tqdm
 
 from . import state
 from .agreement import all_reduce_sum, replicas_in_sync
+from .divergence import DivergenceWatch
 from .evaluation import evaluate
 from .metrics import MetricsLog, Throughput
 from .model import loss_fn
@@ -37,6 +38,7 @@ class Trainer:
         self.batch_in_epoch = 0  # micro-batches done in the current epoch
         self.step_loss = torch.zeros((), device=self.output_device)
         self.last_loss = None  # the newest step's loss, still on the device
+        self.divergence = DivergenceWatch(self.output_device)
         self.throughput = Throughput()
         self.metrics_log = MetricsLog(config.run_dir, enabled=placement.is_main)
         self.saved_at_step = None
@@ -82,6 +84,9 @@ class Trainer:
     def _due(self, every):
         return every > 0 and self.epoch % every == 0
 
+    def _due_steps(self, every):
+        return every > 0 and self.step % every == 0
+
     def _run_epoch(self):
         """Train to the end of the epoch or a stop; True if the run must stop."""
         self.throughput.start()
@@ -108,6 +113,8 @@ class Trainer:
             self.batch_in_epoch += 1
             if last_in_group:
                 self._optimizer_step()
+                if self._due_steps(self.config.eval_every_steps):
+                    self._evaluate_mid_epoch()
                 stopping = self._should_stop()
                 if stopping:
                     break
@@ -117,6 +124,13 @@ class Trainer:
         self._wait_for_devices()
         self.throughput.stop()
         return stopping
+
+    def _evaluate_mid_epoch(self):
+        """Evaluate with the training clock stopped: rates count training only."""
+        self._wait_for_devices()
+        self.throughput.stop()
+        self.evaluate()
+        self.throughput.start()
 
     def _wait_for_devices(self):
         """Let queued GPU work finish, so the training time includes it."""
@@ -149,6 +163,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.step += 1
+        self.divergence.observe(self.step_loss, self.step)
         self.last_loss = self.step_loss
         self.step_loss = torch.zeros((), device=self.output_device)
         if self.step % self.config.log_every == 0:
@@ -156,6 +171,7 @@ class Trainer:
 
     def _log_training(self, lr):
         """Waits for the device and all-reduces: on logging steps only."""
+        self.divergence.check(self.step)
         loss = self._mean_over_ranks(self.last_loss)
         record = {"step": self.step, "epoch": self.epoch, "loss": loss, "lr": lr}
         record["samples_per_second"] = self.throughput.since_last_call()

@@ -7,9 +7,11 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from .agreement import StopRequest, control_group
-from .config import ConfigError, static_graph_wanted
+from .config import ConfigError
+from .constraints import static_graph_wanted
 from .data import build_datasets, build_loaders, output_size
 from .distributed import pick_backend, pick_devices, process_group, share_cpu_threads
+from .divergence import Diverged
 from .metrics import write_atomically
 from .model import build_model
 from .trainer import Trainer
@@ -29,10 +31,10 @@ def run(config, placement, store=None):
     try:
         with process_group(backend, placement, config.dist_timeout, store, devices[0]):
             summary = train(config, placement, devices, backend)
-    except ConfigError as error:  # every rank finds it: all exit alike
+    except (ConfigError, Diverged) as error:  # every rank finds it: all exit alike
         if placement.is_main:
             print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None
     if placement.is_main and config.metrics_file:
         write_atomically(config.metrics_file, json.dumps(summary, indent=2) + "\n")
     return summary
@@ -49,7 +51,8 @@ def build_trainer(config, placement, devices, backend):
     train_set, eval_set = build_datasets(config, placement)
     loaders = build_loaders(config, placement, devices[0], train_set, eval_set)
     torch.manual_seed(config.seed)  # the same initial weights on every rank
-    model = wrap_model(build_model(output_size(train_set)), devices, config)
+    model = build_model(config, output_size(train_set))
+    model = wrap_model(model, devices, config)
     torch.manual_seed(config.seed + placement.rank)  # then a stream per rank
     stop_request = StopRequest(control_group(backend))
     return Trainer(config, placement, model, devices, loaders, stop_request)

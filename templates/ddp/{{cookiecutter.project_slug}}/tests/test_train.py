@@ -43,6 +43,14 @@ def data_flags(tmp_path):
     return ["--train-size", "64", "--eval-size", "16", "--batch-size", "8"]
 {%- elif cookiecutter.data == "cifar10" %}
     return ["--data-dir", str(ROOT / "data"), "--batch-size", "64"]
+{%- elif cookiecutter.data == "text" %}
+    """A small corpus every machine has: three of this package's modules."""
+    corpus = tmp_path / "corpus.txt"
+    package = ROOT / "{{ cookiecutter.package_name }}"
+    modules = [package / f"{name}.py" for name in ("config", "data", "model")]
+    corpus.write_text("".join(module.read_text() for module in modules))
+    small = ["--block-size", "32", "--n-layer", "2", "--n-head", "2", "--n-embd", "32"]
+    return ["--data-dir", str(corpus), "--batch-size", "8", *small]
 {%- else %}
     """A tiny ImageFolder of noise images, which every crop and flip changes
     (solid colours would hide a resume that replays other augmentations)."""
@@ -65,6 +73,9 @@ def train(tmp_path, *flags):
     command = TWO_PROCESSES + data_flags(tmp_path)
     command += ["--device", "cpu"]  # the default DataLoader workers
     command += ["--run-dir", str(tmp_path)]  # checkpoints/, metrics.jsonl
+    # A schedule of fixed length: a run stopped by --epochs 1 then follows the
+    # learning rate of the 2-epoch run it resumes into.
+    command += ["--decay-steps", "100"]
     command += ["--metrics-file", str(metrics), *flags]
     subprocess.run(command, cwd=ROOT, check=True, timeout=600{{ ', env=OFFLINE' if cookiecutter.tracker == 'wandb' }})
     return json.loads(metrics.read_text())

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config_file import ConfigFileError, read_settings, to_yaml
+from .constraints import config_problem
 
 
 class ConfigError(Exception):
@@ -27,25 +28,44 @@ class Config:
         0, "stop after this many optimizer steps; 0 = no limit", minimum=0
     )
     batch_size: int = option(
-        32,
+        {{ 12 if cookiecutter.data == "text" else 32 }},
         "samples per process per micro-step (global batch = this x processes)",
         minimum=1,
     )
-    optimizer: str = option("sgd", "sgd (with --momentum) or adamw", ("sgd", "adamw"))
-    lr: float = option(0.05, "peak learning rate", minimum=0)
+    optimizer: str = option(
+        "adamw", "adamw, or sgd (with --momentum)", ("adamw", "sgd")
+    )
+    lr: float = option(
+        {{ {"synthetic": "0.03", "text": "1e-3"}.get(cookiecutter.data, "5e-3") }},
+        "peak learning rate",
+        minimum=0,
+    )
     momentum: float = option(0.9, "SGD momentum", minimum=0)
     weight_decay: float = option(
-        0.0, "weight decay of matrices and kernels (not biases, norms)", minimum=0
+        {{ 0.1 if cookiecutter.data == "text" else 0.05 }},
+        "weight decay of matrices and kernels (not biases, norms); AdamW's is "
+        "decoupled from the lr, for SGD use about 5e-4",
+        minimum=0,
     )
     warmup_steps: int = option(
-        0, "linear learning-rate warm-up, in optimizer steps", minimum=0
+        0, "linear warm-up, in optimizer steps; 0 = --warmup-ratio", minimum=0
+    )
+    warmup_ratio: float = option(
+        0.05,
+        "warm-up as a share of the decay steps, when --warmup-steps is 0",
+        minimum=0,
+        maximum=1,
     )
     lr_schedule: str = option(
-        "constant",
-        "after the warm-up: constant, or a cosine or linear decay to --min-lr",
-        ("constant", "cosine", "linear"),
+        "cosine",
+        "after the warm-up: cosine or linear decay to --min-lr, or constant",
+        ("cosine", "linear", "constant"),
     )
-    min_lr: float = option(0.0, "the learning rate at the end of the decay", minimum=0)
+    min_lr: float = option(
+        {{ 1e-4 if cookiecutter.data == "text" else 0.0 }},
+        "the learning rate at the end of the decay",
+        minimum=0,
+    )
     decay_steps: int = option(
         0,
         "optimizer steps from the start to the end of the decay; "
@@ -77,7 +97,7 @@ class Config:
         "auto", "auto = CUDA when available, else CPU", ("auto", "cpu", "cuda")
     )
     num_workers: int = option(
-        {{ 0 if cookiecutter.data == "synthetic" else 2 }},
+        {{ 0 if cookiecutter.data in ["synthetic", "text"] else 2 }},
         "DataLoader worker processes per training process",
         minimum=0,
     )
@@ -86,7 +106,9 @@ class Config:
     )
     grad_accum: int = option(1, "micro-steps per optimizer step", minimum=1)
     clip_grad_norm: float = option(
-        0.0, "clip the gradient norm to this; 0 = off", minimum=0
+        {{ 1.0 if cookiecutter.data == "text" else 0.0 }},
+        "clip the gradient norm to this; 0 = off",
+        minimum=0,
     )
     compile: bool = option(False, "torch.compile the model")
     bucket_cap_mb: float = option(
@@ -111,6 +133,9 @@ class Config:
     eval_every: int = option(
         1, "evaluate every N epochs; 0 = only at the end", minimum=0
     )
+    eval_every_steps: int = option(
+        0, "also evaluate every N optimizer steps; 0 = off", minimum=0
+    )
     dist_timeout: float = option(
         600.0,
         "seconds to wait for every rank, at start-up and in collectives",
@@ -120,9 +145,36 @@ class Config:
     train_size: int = option(4096, "training samples", minimum=1)
     eval_size: int = option(1024, "evaluation samples; 0 = no evaluation", minimum=0)
 {%- endif %}
+{%- if cookiecutter.data == "fakedata" %}
+    image_size: int = option(32, "side of the random square images", minimum=8)
+{%- endif %}
+{%- if cookiecutter.data in ["cifar10", "imagefolder"] %}
+    augment: str = option(
+        "light",
+        "training augmentation: none; light = random crops keeping 0.6-1 of "
+        "the image; standard = crops keeping 0.25-1, and horizontal flips",
+        ("none", "light", "standard"),
+    )
+{%- endif %}
 {%- if cookiecutter.data == "cifar10" %}
     data_dir: str = option("data", "where CIFAR-10 is (or is downloaded to)")
     download: bool = option(False, "download CIFAR-10 into --data-dir if missing")
+{%- elif cookiecutter.data == "text" %}
+    data_dir: str = option("", "a UTF-8 text file, or a folder of .txt files")
+    tokenizer: str = option(
+        "char", "char = the text's characters; byte = UTF-8 bytes", ("char", "byte")
+    )
+    block_size: int = option(64, "tokens of context per window", minimum=1)
+    n_layer: int = option(4, "transformer blocks", minimum=1)
+    n_head: int = option(4, "attention heads per block", minimum=1)
+    n_embd: int = option(128, "width (a multiple of --n-head)", minimum=1)
+    dropout: float = option(0.0, "dropout probability", minimum=0, maximum=1)
+    beta2: float = option(0.99, "AdamW's second-moment decay", minimum=0, maximum=1)
+    peak_tflops: float = option(
+        0.0,
+        "the device's peak TFLOP/s, for MFU; 0 = known GPUs' bf16 peak",
+        minimum=0,
+    )
 {%- elif cookiecutter.data == "imagefolder" %}
     data_dir: str = option("", "folder with train/<class>/* and val/<class>/* images")
     image_size: int = option(
@@ -214,38 +266,3 @@ def read_settings_of(argv, fields):
     path = finder.parse_known_args(argv)[0].config
     return read_settings(path, fields) if path else {}
 
-
-def static_graph_wanted(config):
-    """DDP's static graph, unless gradient accumulation needs no_sync (the
-    reducer's static graph asserts on it)."""
-    if config.static_graph == "auto":
-        return config.grad_accum == 1
-    return config.static_graph == "on"
-
-
-def config_problem(config):
-    """Why the options cannot work together, or None."""
-    for spec in dataclasses.fields(Config):
-        value, bounds = getattr(config, spec.name), spec.metadata
-        flag = "--" + spec.name.replace("_", "-")
-        if bounds["minimum"] is not None and value < bounds["minimum"]:
-            return f"{flag} must be at least {bounds['minimum']} (got {value})"
-        if bounds["maximum"] is not None and value > bounds["maximum"]:
-            return f"{flag} must be at most {bounds['maximum']} (got {value})"
-    if config.static_graph == "on" and config.grad_accum > 1:
-        return "--static-graph on cannot skip gradient syncs: use --grad-accum 1"
-    if config.min_lr > config.lr:
-        return f"--min-lr {config.min_lr:g} is above --lr {config.lr:g}"
-    if config.backend == "nccl" and config.device == "cpu":
-        return "--backend nccl needs --device cuda; use gloo on CPU"
-{%- if cookiecutter.data == "imagefolder" %}
-    if not config.data_dir:
-        return "--data-dir is required: a folder with train/ and val/ class folders"
-{%- endif %}
-{%- if cookiecutter.mode == "mp" %}
-    if config.nnodes > 1 and config.master_port == 0:
-        return "--master-port is required with --nnodes > 1 (every node must agree)"
-    if not 0 <= config.node_rank < config.nnodes:
-        return f"--node-rank must be in 0..{config.nnodes - 1}"
-{%- endif %}
-    return None

@@ -1,18 +1,29 @@
 {%- set augmented = cookiecutter.data in ["cifar10", "imagefolder"] -%}
+{%- set epoch_keyed = augmented or cookiecutter.data == "text" -%}
 """Datasets, sharding and loaders. Put your own dataset in `build_datasets`."""
 
 import itertools
 {%- if augmented %}
 import random
 from pathlib import Path
+{%- elif cookiecutter.data == "text" %}
+from pathlib import Path
 {%- endif %}
+{%- if cookiecutter.data == "text" %}
+
+import numpy as np
+import torch
+{%- else %}
 
 import torch
-{%- if cookiecutter.data == "cifar10" %}
+{%- endif %}
+{%- if cookiecutter.data in ["cifar10", "text"] %}
 import torch.distributed as dist
 {%- endif %}
 {%- if cookiecutter.data == "synthetic" %}
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
+{%- elif cookiecutter.data == "text" %}
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 {%- elif augmented %}
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from torchvision import datasets, transforms
@@ -22,6 +33,9 @@ from torchvision import datasets, transforms
 {%- endif %}
 
 from .config import ConfigError
+{%- if cookiecutter.data == "text" %}
+from .tokens import corpus_files, load, prepare
+{%- endif %}
 {%- if cookiecutter.data == "synthetic" %}
 
 FEATURES = 10
@@ -48,6 +62,73 @@ def build_datasets(config, placement):
 
 def output_size(train_set):
     return TARGETS
+{%- elif cookiecutter.data == "text" %}
+
+
+def build_datasets(config, placement):
+    """Windows of --data-dir's tokens (tokens.py prepares them once)."""
+    corpus_files(config.data_dir)  # every rank checks, so every rank exits 2
+    folder = Path(config.run_dir) / "tokens"
+    if placement.is_main:
+        prepare(config.data_dir, folder, config.tokenizer)
+    dist.barrier()  # the other ranks wait for rank 0's files; no rank skips it
+    train_tokens, val_tokens, vocabulary = load(folder)
+    train = TrainingWindows(train_tokens, config.block_size, vocabulary, config.seed)
+    evaluation = ValidationWindows(val_tokens, config.block_size)
+    if not len(evaluation):
+        raise ConfigError(
+            f"the validation tenth of {config.data_dir} holds {len(val_tokens)} "
+            f"tokens, fewer than --block-size {config.block_size} + 1"
+        )
+    return train, evaluation
+
+
+def output_size(train_set):
+    """The vocabulary's size: the model's output width."""
+    return len(train_set.vocabulary)
+
+
+def window(tokens, start, block_size):
+    """(inputs, targets): block_size tokens and the same shifted by one."""
+    chunk = torch.from_numpy(tokens[start : start + block_size + 1].astype(np.int64))
+    return chunk[:-1], chunk[1:]
+
+
+class TrainingWindows(Dataset):
+    """Windows block_size apart, from an offset drawn per epoch (from the run
+    seed and the epoch alone): every epoch sees other windows, and a resume
+    sees the ones the uninterrupted run would have seen."""
+
+    def __init__(self, tokens, block_size, vocabulary, seed):
+        self.tokens = tokens
+        self.block_size = block_size
+        self.vocabulary = vocabulary
+        self.seed = seed
+        # Room for the largest offset, so every epoch has as many windows.
+        self.count = max(0, len(tokens) - 2 * block_size) // block_size
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, key):
+        epoch, index = key
+        seeds = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        offset = int(torch.randint(self.block_size, (), generator=seeds))
+        return window(self.tokens, offset + index * self.block_size, self.block_size)
+
+
+class ValidationWindows(Dataset):
+    """Non-overlapping windows covering the validation tokens once."""
+
+    def __init__(self, tokens, block_size):
+        self.tokens = tokens
+        self.block_size = block_size
+
+    def __len__(self):
+        return (len(self.tokens) - 1) // self.block_size
+
+    def __getitem__(self, index):
+        return window(self.tokens, index * self.block_size, self.block_size)
 {%- else %}
 
 CHANNELS = 3
@@ -60,13 +141,10 @@ def output_size(train_set):
 {%- if cookiecutter.data == "fakedata" %}
 
 
-IMAGE_SIZE = 32
-
-
 def build_datasets(config, placement):
     """torchvision FakeData: random images, deterministic per index."""
     to_tensor = transforms.ToTensor()
-    shape = (CHANNELS, IMAGE_SIZE, IMAGE_SIZE)
+    shape = (CHANNELS, config.image_size, config.image_size)
     train = datasets.FakeData(config.train_size, shape, 10, transform=to_tensor)
     evaluation = datasets.FakeData(
         config.eval_size,
@@ -80,6 +158,7 @@ def build_datasets(config, placement):
 
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+IMAGE_SIZE = 32
 
 
 def build_datasets(config, placement):
@@ -89,7 +168,7 @@ def build_datasets(config, placement):
             datasets.CIFAR10(root, train=train, download=True)
     dist.barrier()  # everyone waits for rank 0's download; no rank skips it
     normalize = [transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
-    augment = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()]
+    augment = augmentation(config.augment, IMAGE_SIZE)
     try:
         return (
             datasets.CIFAR10(
@@ -119,18 +198,36 @@ def build_datasets(config, placement):
     """Images in <data-dir>/train/<class>/ and <data-dir>/val/<class>/."""
     root, size = Path(config.data_dir), config.image_size
     normalize = [transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
-    train_transform = transforms.Compose(
-        [transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip()]
-        + normalize
-    )
-    eval_transform = transforms.Compose(
-        [transforms.Resize(size), transforms.CenterCrop(size)] + normalize
-    )
+    train_transform = transforms.Compose(augmentation(config.augment, size) + normalize)
+    eval_transform = transforms.Compose(augmentation("none", size) + normalize)
     train = image_folder(root / "train", train_transform)
     evaluation = image_folder(root / "val", eval_transform)
     if evaluation.classes != train.classes:
         raise SystemExit(f"{root}/val must hold the same class folders as train/")
     return train, evaluation
+{%- endif %}
+
+{%- if augmented %}
+
+
+# The share of the image a random crop keeps (at least, at most), and whether
+# images are flipped. ImageNet's 0.08 would leave a small image unrecognisable,
+# and a flip is wrong for digits, text and many medical or satellite images.
+AUGMENTATIONS = {
+    "light": ((0.6, 1.0), False),
+    "standard": ((0.25, 1.0), True),
+}
+
+
+def augmentation(augment, size):
+    """The training transforms of --augment (none: resize and centre-crop)."""
+    if augment == "none":
+        return [transforms.Resize(size), transforms.CenterCrop(size)]
+    scale, flip = AUGMENTATIONS[augment]
+    steps = [transforms.RandomResizedCrop(size, scale=scale)]
+    if flip:
+        steps.append(transforms.RandomHorizontalFlip())
+    return steps
 {%- endif %}
 
 
@@ -154,8 +251,8 @@ class ResumableDistributedSampler(DistributedSampler):
 
     def __iter__(self):
         indices = itertools.islice(super().__iter__(), self.skip, None)
-{%- if augmented %}
-        # SeededAugmentation seeds each sample from its epoch and index.
+{%- if epoch_keyed %}
+        # {{ "SeededAugmentation seeds each sample" if augmented else "TrainingWindows places each window" }} from its epoch and index.
         return ((self.epoch, index) for index in indices)
 {%- else %}
         return indices

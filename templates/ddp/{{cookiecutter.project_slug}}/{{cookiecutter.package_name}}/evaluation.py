@@ -1,4 +1,8 @@
 """Evaluation: metrics over the whole evaluation set, each sample counted once."""
+{%- if cookiecutter.data == "text" %}
+
+import math
+{%- endif %}
 
 import torch
 
@@ -27,7 +31,12 @@ def evaluate(model, loader, autocast, devices):
         [count] + [float(sums[name]) for name in METRICS], output_device
     )
     samples = int(totals[0])
-    return {"eval_samples": samples} | {
+    metrics = {"eval_samples": samples} | {
         f"eval_{name}": total / samples if samples else None
         for name, total in zip(METRICS, totals[1:], strict=True)
     }
+{%- if cookiecutter.data == "text" %}
+    if samples:
+        metrics["eval_perplexity"] = math.exp(metrics["eval_loss"])
+{%- endif %}
+    return metrics

@@ -56,8 +56,21 @@ class TwoStageSequential(nn.Sequential):
         super().__init__(OrderedDict(model.named_children()))
         self.split_at = split_at
         self.devices = devices
+        if devices[0] != devices[1]:
+            self._untie_across_stages()
         for index, layer in enumerate(self):
             layer.to(devices[1] if index >= split_at else devices[0])
+
+    def _untie_across_stages(self):
+        """A weight that both stages share (a GPT's tied embedding and head)
+        cannot live on two devices: stage 1 gets its own copy to train."""
+        layers = list(self)
+        stage0 = {id(p) for layer in layers[: self.split_at] for p in layer.parameters()}
+        stage1 = nn.ModuleList(layers[self.split_at :])
+        for module in stage1.modules():
+            for name, parameter in list(module.named_parameters(recurse=False)):
+                if id(parameter) in stage0:
+                    setattr(module, name, nn.Parameter(parameter.detach().clone()))
 
     def forward(self, inputs):
         outputs = inputs.to(self.devices[0])

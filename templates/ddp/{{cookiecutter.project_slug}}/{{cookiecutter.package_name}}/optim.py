@@ -15,7 +15,12 @@ def build_optimizer(config, model, device):
     if config.optimizer == "adamw":
         # One fused kernel per step on CUDA; on CPU, foreach batches the updates.
         fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
+{%- if cookiecutter.data == "text" %}
+        betas = (0.9, config.beta2)  # 0.99 suits small batches of few tokens
+        return torch.optim.AdamW(groups, lr=config.lr, betas=betas, **fast)
+{%- else %}
         return torch.optim.AdamW(groups, lr=config.lr, **fast)
+{%- endif %}
     return torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum)
 
 
@@ -34,9 +39,10 @@ def parameter_groups(model, weight_decay):
 
 def build_scheduler(config, optimizer, steps_per_epoch):
     decay_steps = config.decay_steps or config.epochs * steps_per_epoch
+    warmup_steps = config.warmup_steps or round(config.warmup_ratio * decay_steps)
     factor = lr_factor(
         config.lr_schedule,
-        config.warmup_steps,
+        warmup_steps,
         decay_steps,
         min_ratio=config.min_lr / config.lr if config.lr > 0 else 0.0,
     )

@@ -13,6 +13,7 @@ from .config import ConfigError
 
 def save(trainer):
     """Rank 0 writes; every rank calls this (it gathers every rank's RNG)."""
+    trainer.divergence.check(trainer.step, trainer.ddp.parameters())
     rng_states = [None] * trainer.placement.world_size
     dist.all_gather_object(rng_states, rng_state())  # every rank's stream
     error = None
@@ -46,6 +47,10 @@ def state_dict(trainer, rng_states):
         "batch_size": trainer.config.batch_size,
         "rng": rng_states,
         "config": dataclasses.asdict(trainer.config),  # the resolved settings
+{%- if cookiecutter.data == "text" %}
+        # Sampling and resumes decode and encode with the same tokens.
+        "vocabulary": vocabulary(trainer).state(),
+{%- endif %}
     }
 
 
@@ -113,6 +118,13 @@ def agreed_resume_point(trainer):
 
 def restore(trainer, state):
     check_same_shards(state, trainer.placement, trainer.config.batch_size)
+{%- if cookiecutter.data == "text" %}
+    if state.get("vocabulary") != vocabulary(trainer).state():
+        raise ConfigError(
+            "the checkpoint was trained on another vocabulary than --data-dir "
+            "gives now: resume with the same text and --tokenizer"
+        )
+{%- endif %}
     checkpoint.unwrap(trainer.model).load_state_dict(state["model"])
     trainer.optimizer.load_state_dict(state["optimizer"])
     trainer.scheduler.load_state_dict(state["scheduler"])
@@ -152,3 +164,10 @@ def set_rng_state(state):
     torch.set_rng_state(state["torch"])
     if "cuda" in state and len(state["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+{%- if cookiecutter.data == "text" %}
+
+
+def vocabulary(trainer):
+    return trainer.train_loader.dataset.vocabulary
+{%- endif %}

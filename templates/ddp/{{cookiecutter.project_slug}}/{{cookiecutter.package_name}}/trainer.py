@@ -6,11 +6,18 @@ import sys
 import torch
 from tqdm import tqdm
 
-from . import state
+from . import {{ 'checkpoint, ' if cookiecutter.data == 'text' }}state
 from .agreement import all_reduce_sum, replicas_in_sync
+from .divergence import DivergenceWatch
 from .evaluation import evaluate
+{%- if cookiecutter.data == "text" %}
+from .lm_metrics import LanguageModelSpeed, peak_tflops
+from .metrics import MetricsLog, Throughput
+from .model import flops_per_token, loss_fn
+{%- else %}
 from .metrics import MetricsLog, Throughput
 from .model import loss_fn
+{%- endif %}
 from .optim import build_optimizer, build_scheduler, steps_per_epoch
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -37,7 +44,16 @@ class Trainer:
         self.batch_in_epoch = 0  # micro-batches done in the current epoch
         self.step_loss = torch.zeros((), device=self.output_device)
         self.last_loss = None  # the newest step's loss, still on the device
+        self.divergence = DivergenceWatch(self.output_device)
         self.throughput = Throughput()
+{%- if cookiecutter.data == "text" %}
+        peak = peak_tflops(self.input_device, config.peak_tflops)
+        self.speed = LanguageModelSpeed(
+            config.block_size,
+            flops_per_token(checkpoint.unwrap(ddp_model), config),
+            peak and peak * placement.world_size,
+        )
+{%- endif %}
         self.metrics_log = MetricsLog(config.run_dir, enabled=placement.is_main)
         self.saved_at_step = None
         self.evaluated_at_step = None
@@ -82,6 +98,9 @@ class Trainer:
     def _due(self, every):
         return every > 0 and self.epoch % every == 0
 
+    def _due_steps(self, every):
+        return every > 0 and self.step % every == 0
+
     def _run_epoch(self):
         """Train to the end of the epoch or a stop; True if the run must stop."""
         self.throughput.start()
@@ -108,6 +127,8 @@ class Trainer:
             self.batch_in_epoch += 1
             if last_in_group:
                 self._optimizer_step()
+                if self._due_steps(self.config.eval_every_steps):
+                    self._evaluate_mid_epoch()
                 stopping = self._should_stop()
                 if stopping:
                     break
@@ -117,6 +138,13 @@ class Trainer:
         self._wait_for_devices()
         self.throughput.stop()
         return stopping
+
+    def _evaluate_mid_epoch(self):
+        """Evaluate with the training clock stopped: rates count training only."""
+        self._wait_for_devices()
+        self.throughput.stop()
+        self.evaluate()
+        self.throughput.start()
 
     def _wait_for_devices(self):
         """Let queued GPU work finish, so the training time includes it."""
@@ -149,6 +177,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.step += 1
+        self.divergence.observe(self.step_loss, self.step)
         self.last_loss = self.step_loss
         self.step_loss = torch.zeros((), device=self.output_device)
         if self.step % self.config.log_every == 0:
@@ -156,11 +185,21 @@ class Trainer:
 
     def _log_training(self, lr):
         """Waits for the device and all-reduces: on logging steps only."""
+        self.divergence.check(self.step)
         loss = self._mean_over_ranks(self.last_loss)
         record = {"step": self.step, "epoch": self.epoch, "loss": loss, "lr": lr}
         record["samples_per_second"] = self.throughput.since_last_call()
+{%- if cookiecutter.data == "text" %}
+        record |= self.speed.rates(record["samples_per_second"])
+        self.metrics_log.write(record)
+        self.log(
+            f"step {self.step} loss {loss:.4f} lr {lr:.3g} "
+            f"tokens/s {record['tokens_per_second']:.0f}"
+        )
+{%- else %}
         self.metrics_log.write(record)
         self.log(f"step {self.step} loss {loss:.4f} lr {lr:.3g}")
+{%- endif %}
 
     def _mean_over_ranks(self, value):
         total = all_reduce_sum([float(value)], self.output_device)[0]
@@ -207,6 +246,9 @@ class Trainer:
             "epochs": self.epoch,
             "final_loss": final_loss,
             "samples_per_second": self.throughput.overall(),
+{%- if cookiecutter.data == "text" %}
+            **self.speed.rates(self.throughput.overall()),
+{%- endif %}
             "train_seconds": self.throughput.seconds,
             "checkpoint": str(self.last_checkpoint),
             "replicas_in_sync": replicas_in_sync(self.ddp, self.input_device),

@@ -1,0 +1,1 @@
+"""DistributedDataParallel training: see README.md for how to run and edit it."""

@@ -1,0 +1,143 @@
+"""Datasets, sharding and loaders. Put your own dataset in `build_datasets`."""
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+
+from .config import ConfigError
+from .tokens import corpus_files, load, prepare
+
+
+def build_datasets(config, placement):
+    """Windows of --data-dir's tokens (tokens.py prepares them once)."""
+    corpus_files(config.data_dir)  # every rank checks, so every rank exits 2
+    folder = Path(config.run_dir) / "tokens"
+    if placement.is_main:
+        prepare(config.data_dir, folder, config.tokenizer)
+    dist.barrier()  # the other ranks wait for rank 0's files; no rank skips it
+    train_tokens, val_tokens, vocabulary = load(folder)
+    train = TrainingWindows(train_tokens, config.block_size, vocabulary, config.seed)
+    evaluation = ValidationWindows(val_tokens, config.block_size)
+    if not len(evaluation):
+        raise ConfigError(
+            f"the validation tenth of {config.data_dir} holds {len(val_tokens)} "
+            f"tokens, fewer than --block-size {config.block_size} + 1"
+        )
+    return train, evaluation
+
+
+def output_size(train_set):
+    """The vocabulary's size: the model's output width."""
+    return len(train_set.vocabulary)
+
+
+def window(tokens, start, block_size):
+    """(inputs, targets): block_size tokens and the same shifted by one."""
+    chunk = torch.from_numpy(tokens[start : start + block_size + 1].astype(np.int64))
+    return chunk[:-1], chunk[1:]
+
+
+class TrainingWindows(Dataset):
+    """Windows block_size apart, from an offset drawn per epoch (from the run
+    seed and the epoch alone): every epoch sees other windows, and a resume
+    sees the ones the uninterrupted run would have seen."""
+
+    def __init__(self, tokens, block_size, vocabulary, seed):
+        self.tokens = tokens
+        self.block_size = block_size
+        self.vocabulary = vocabulary
+        self.seed = seed
+        # Room for the largest offset, so every epoch has as many windows.
+        self.count = max(0, len(tokens) - 2 * block_size) // block_size
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, key):
+        epoch, index = key
+        seeds = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        offset = int(torch.randint(self.block_size, (), generator=seeds))
+        return window(self.tokens, offset + index * self.block_size, self.block_size)
+
+
+class ValidationWindows(Dataset):
+    """Non-overlapping windows covering the validation tokens once."""
+
+    def __init__(self, tokens, block_size):
+        self.tokens = tokens
+        self.block_size = block_size
+
+    def __len__(self):
+        return (len(self.tokens) - 1) // self.block_size
+
+    def __getitem__(self, index):
+        return window(self.tokens, index * self.block_size, self.block_size)
+
+
+class ResumableDistributedSampler(DistributedSampler):
+    """A DistributedSampler that can start mid-epoch, after a resume.
+
+    Padding to equal shard sizes (drop_last=False) gives every rank the same
+    number of batches, so no rank waits alone in a collective at the epoch's end.
+    """
+
+    def __init__(self, dataset, placement, seed):
+        super().__init__(
+            dataset, placement.world_size, placement.rank, shuffle=True, seed=seed
+        )
+        self.skip = 0
+
+    def start_epoch(self, epoch, skip=0):
+        """Shuffle for this epoch (as set_epoch) and leave out the first `skip`."""
+        self.set_epoch(epoch)
+        self.skip = skip
+
+    def __iter__(self):
+        indices = itertools.islice(super().__iter__(), self.skip, None)
+        # TrainingWindows places each window from its epoch and index.
+        return ((self.epoch, index) for index in indices)
+
+    def __len__(self):
+        return self.num_samples - self.skip
+
+
+class EvalShardSampler(Sampler):
+    """Every world_size-th sample, without padding: each sample is seen once."""
+
+    def __init__(self, dataset, placement):
+        self.indices = range(placement.rank, len(dataset), placement.world_size)
+
+    def __iter__(self):
+        return iter(self.indices)
+
+    def __len__(self):
+        return len(self.indices)
+
+
+def build_loaders(config, placement, device, train_set, eval_set):
+    workers = config.num_workers
+    common = {
+        "batch_size": config.batch_size,
+        "num_workers": workers,
+        "pin_memory": device.type == "cuda",
+        "persistent_workers": workers > 0,
+        # Worker seeds come from here, not from the training RNG stream.
+        "generator": torch.Generator().manual_seed(config.seed),
+    }
+    sampler = ResumableDistributedSampler(train_set, placement, config.seed)
+    if sampler.num_samples < config.batch_size:
+        raise ConfigError(
+            f"{len(train_set)} training samples give each of the "
+            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"fewer than --batch-size {config.batch_size}: nothing would train"
+        )
+    # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.
+    train = DataLoader(train_set, sampler=sampler, drop_last=True, **common)
+    evaluation = DataLoader(
+        eval_set, sampler=EvalShardSampler(eval_set, placement), **common
+    )
+    return train, evaluation

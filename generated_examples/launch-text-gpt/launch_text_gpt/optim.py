@@ -1,0 +1,69 @@
+"""The optimizer and the learning-rate schedule.
+
+The schedule is a function of the optimizer step alone, its length fixed by the
+settings (never by --max-steps or a signal): a resumed run follows the
+uninterrupted run's learning rate at every step.
+"""
+
+import math
+
+import torch
+
+
+def build_optimizer(config, model, device):
+    groups = parameter_groups(model, config.weight_decay)
+    if config.optimizer == "adamw":
+        # One fused kernel per step on CUDA; on CPU, foreach batches the updates.
+        fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
+        betas = (0.9, config.beta2)  # 0.99 suits small batches of few tokens
+        return torch.optim.AdamW(groups, lr=config.lr, betas=betas, **fast)
+    return torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum)
+
+
+def parameter_groups(model, weight_decay):
+    """Weight decay on weight matrices and kernels only: decaying biases and
+    normalisation weights (1-D) pulls them towards zero for no gain."""
+    decay, no_decay = [], []
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            (decay if parameter.ndim >= 2 else no_decay).append(parameter)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def build_scheduler(config, optimizer, steps_per_epoch):
+    decay_steps = config.decay_steps or config.epochs * steps_per_epoch
+    warmup_steps = config.warmup_steps or round(config.warmup_ratio * decay_steps)
+    factor = lr_factor(
+        config.lr_schedule,
+        warmup_steps,
+        decay_steps,
+        min_ratio=config.min_lr / config.lr if config.lr > 0 else 0.0,
+    )
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def lr_factor(schedule, warmup_steps, decay_steps, min_ratio):
+    """The learning rate at a step, as a fraction of --lr: a linear warm-up,
+    then constant, cosine or linear decay to --min-lr at `decay_steps`."""
+
+    def factor(step):
+        if step < warmup_steps:
+            return (step + 1) / (warmup_steps + 1)
+        if schedule == "constant" or decay_steps <= warmup_steps:
+            return 1.0
+        progress = min(1.0, (step - warmup_steps) / (decay_steps - warmup_steps))
+        if schedule == "cosine":
+            shape = 0.5 * (1.0 + math.cos(math.pi * progress))
+        else:
+            shape = 1.0 - progress
+        return min_ratio + (1.0 - min_ratio) * shape
+
+    return factor
+
+
+def steps_per_epoch(batches_per_epoch, grad_accum):
+    """Optimizer steps in a full epoch: a shorter last group still steps."""
+    return math.ceil(batches_per_epoch / grad_accum)

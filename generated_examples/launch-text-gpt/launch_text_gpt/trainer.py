@@ -1,0 +1,242 @@
+"""The training loop: accumulation, mixed precision, clipping, evaluation, saves."""
+
+import contextlib
+import sys
+
+import torch
+from tqdm import tqdm
+
+from . import checkpoint, state
+from .agreement import all_reduce_sum, replicas_in_sync
+from .divergence import DivergenceWatch
+from .evaluation import evaluate
+from .lm_metrics import LanguageModelSpeed, peak_tflops
+from .metrics import MetricsLog, Throughput
+from .model import flops_per_token, loss_fn
+from .optim import build_optimizer, build_scheduler, steps_per_epoch
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class Trainer:
+    def __init__(self, config, placement, ddp_model, devices, loaders, stop_request):
+        self.config = config
+        self.placement = placement
+        self.ddp = ddp_model
+        self.model = torch.compile(ddp_model) if config.compile else ddp_model
+        self.input_device, self.output_device = devices
+        self.train_loader, self.eval_loader = loaders
+        self.stop_request = stop_request
+        self.optimizer = build_optimizer(config, ddp_model, self.input_device)
+        full_epoch = steps_per_epoch(len(self.train_loader), config.grad_accum)
+        self.scheduler = build_scheduler(config, self.optimizer, full_epoch)
+        # fp16 gradients can underflow without loss scaling; bf16 has fp32's range.
+        self.scaler = torch.amp.GradScaler(
+            self.input_device.type, enabled=config.amp == "fp16"
+        )
+        self.epoch = 0  # completed epochs
+        self.step = 0  # optimizer steps
+        self.batch_in_epoch = 0  # micro-batches done in the current epoch
+        self.step_loss = torch.zeros((), device=self.output_device)
+        self.last_loss = None  # the newest step's loss, still on the device
+        self.divergence = DivergenceWatch(self.output_device)
+        self.throughput = Throughput()
+        peak = peak_tflops(self.input_device, config.peak_tflops)
+        self.speed = LanguageModelSpeed(
+            config.block_size,
+            flops_per_token(checkpoint.unwrap(ddp_model), config),
+            peak and peak * placement.world_size,
+        )
+        self.metrics_log = MetricsLog(config.run_dir, enabled=placement.is_main)
+        self.saved_at_step = None
+        self.evaluated_at_step = None
+        self.preempted = False  # SIGTERM: save within the grace period, no more
+        self.last_checkpoint = None
+        self.eval_metrics = {}
+
+    def log(self, message):
+        if self.placement.is_main:
+            tqdm.write(message)
+            sys.stdout.flush()  # Slurm and CI logs show it now, not at exit
+
+    def show_progress(self):
+        """A progress bar on rank 0's terminal; plain log lines in Slurm or CI
+        logs, where a bar would be glued to them."""
+        return self.placement.is_main and sys.stderr.isatty()
+
+    def autocast(self):
+        return torch.autocast(
+            self.input_device.type,
+            dtype=AMP_DTYPES.get(self.config.amp),
+            enabled=self.config.amp != "off",
+        )
+
+    def fit(self):
+        with self.metrics_log.opened(self.config, self.step):
+            while self.epoch < self.config.epochs and not self._reached_max_steps():
+                if self._run_epoch():
+                    break  # --max-steps or SIGTERM
+                if self._due(self.config.save_every):
+                    self.save_checkpoint()
+                if self._due(self.config.eval_every):
+                    self.evaluate()
+            if self.stop_request.finish():  # a signal in the last step
+                self.preempted = True
+            if self.saved_at_step != self.step:
+                self.save_checkpoint()
+            if self.evaluated_at_step != self.step and not self.preempted:
+                self.evaluate()  # the final metrics describe the final weights
+        return self.summary()
+
+    def _due(self, every):
+        return every > 0 and self.epoch % every == 0
+
+    def _due_steps(self, every):
+        return every > 0 and self.step % every == 0
+
+    def _run_epoch(self):
+        """Train to the end of the epoch or a stop; True if the run must stop."""
+        self.throughput.start()
+        stopping = False
+        sampler = self.train_loader.sampler
+        sampler.start_epoch(
+            self.epoch, skip=self.batch_in_epoch * self.config.batch_size
+        )
+        total = self.batch_in_epoch + len(self.train_loader)
+        batches = tqdm(
+            self.train_loader,
+            desc=f"epoch {self.epoch}",
+            initial=self.batch_in_epoch,
+            total=total,
+            disable=not self.show_progress(),
+            leave=False,
+        )
+        for inputs, targets in batches:
+            accum = self.config.grad_accum
+            group_start = self.batch_in_epoch - self.batch_in_epoch % accum
+            group_size = min(accum, total - group_start)
+            last_in_group = self.batch_in_epoch + 1 == group_start + group_size
+            self._forward_backward(inputs, targets, group_size, sync=last_in_group)
+            self.batch_in_epoch += 1
+            if last_in_group:
+                self._optimizer_step()
+                if self._due_steps(self.config.eval_every_steps):
+                    self._evaluate_mid_epoch()
+                stopping = self._should_stop()
+                if stopping:
+                    break
+        if self.batch_in_epoch == total:  # also when a stop came on its last step
+            self.epoch += 1
+            self.batch_in_epoch = 0
+        self._wait_for_devices()
+        self.throughput.stop()
+        return stopping
+
+    def _evaluate_mid_epoch(self):
+        """Evaluate with the training clock stopped: rates count training only."""
+        self._wait_for_devices()
+        self.throughput.stop()
+        self.evaluate()
+        self.throughput.start()
+
+    def _wait_for_devices(self):
+        """Let queued GPU work finish, so the training time includes it."""
+        for device in {self.input_device, self.output_device}:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+    def _forward_backward(self, inputs, targets, group_size, sync):
+        # DDP all-reduces gradients in backward; skip that on all but the last
+        # micro-step of the group, whose backward reduces the accumulated sum.
+        context = contextlib.nullcontext() if sync else self.ddp.no_sync()
+        with context:
+            with self.autocast():
+                outputs = self.model(inputs.to(self.input_device, non_blocking=True))
+                targets = targets.to(self.output_device, non_blocking=True)
+                loss = loss_fn(outputs.float(), targets) / group_size
+            self.scaler.scale(loss).backward()
+        self.step_loss += loss.detach()
+        self.throughput.count(len(inputs) * self.placement.world_size)
+
+    def _optimizer_step(self):
+        lr = self.scheduler.get_last_lr()[0]  # this step's
+        if self.config.clip_grad_norm > 0:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients
+            torch.nn.utils.clip_grad_norm_(
+                self.ddp.parameters(), self.config.clip_grad_norm
+            )
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.step += 1
+        self.divergence.observe(self.step_loss, self.step)
+        self.last_loss = self.step_loss
+        self.step_loss = torch.zeros((), device=self.output_device)
+        if self.step % self.config.log_every == 0:
+            self._log_training(lr)
+
+    def _log_training(self, lr):
+        """Waits for the device and all-reduces: on logging steps only."""
+        self.divergence.check(self.step)
+        loss = self._mean_over_ranks(self.last_loss)
+        record = {"step": self.step, "epoch": self.epoch, "loss": loss, "lr": lr}
+        record["samples_per_second"] = self.throughput.since_last_call()
+        record |= self.speed.rates(record["samples_per_second"])
+        self.metrics_log.write(record)
+        self.log(
+            f"step {self.step} loss {loss:.4f} lr {lr:.3g} "
+            f"tokens/s {record['tokens_per_second']:.0f}"
+        )
+
+    def _mean_over_ranks(self, value):
+        total = all_reduce_sum([float(value)], self.output_device)[0]
+        return total / self.placement.world_size
+
+    def _reached_max_steps(self):
+        # Every rank counts the same steps: no need to agree.
+        return 0 < self.config.max_steps <= self.step
+
+    def _should_stop(self):
+        if self._reached_max_steps():
+            return True
+        if self.stop_request.agreed():
+            self.log(f"SIGTERM: stopping at step {self.step} to save a checkpoint")
+            self.preempted = True
+            return True
+        return False
+
+    def evaluate(self):
+        devices = (self.input_device, self.output_device)
+        metrics = evaluate(self.model, self.eval_loader, self.autocast, devices)
+        self.evaluated_at_step = self.step
+        self.eval_metrics = {"eval_step": self.step} | metrics
+        self.metrics_log.write({"step": self.step, "epoch": self.epoch} | metrics)
+        shown = ", ".join(
+            f"{k} {v:.4g}" for k, v in self.eval_metrics.items() if v is not None
+        )
+        self.log(f"eval after epoch {self.epoch}, step {self.step}: {shown}")
+
+    def save_checkpoint(self):
+        state.save(self)
+
+    def resume(self):
+        state.resume(self)
+
+    def summary(self):
+        """The metrics-file contents; a collective, so every rank calls it."""
+        final_loss = None  # no step ran (a resume of a finished run)
+        if self.last_loss is not None:
+            final_loss = self._mean_over_ranks(self.last_loss)
+        return {
+            "world_size": self.placement.world_size,
+            "steps": self.step,
+            "epochs": self.epoch,
+            "final_loss": final_loss,
+            "samples_per_second": self.throughput.overall(),
+            **self.speed.rates(self.throughput.overall()),
+            "train_seconds": self.throughput.seconds,
+            "checkpoint": str(self.last_checkpoint),
+            "replicas_in_sync": replicas_in_sync(self.ddp, self.input_device),
+            "threads_per_process": torch.get_num_threads(),
+        } | self.eval_metrics

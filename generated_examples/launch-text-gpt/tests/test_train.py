@@ -1,0 +1,70 @@
+"""Train as 2 CPU processes with gloo, then resume (`pip install -e .[test]`)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from launch_text_gpt.checkpoint import PREFIXES, list_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+TWO_PROCESSES = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+TWO_PROCESSES += ["--nproc-per-node", "2", "train.py"]
+
+
+def data_flags(tmp_path):
+    """A small corpus every machine has: three of this package's modules."""
+    corpus = tmp_path / "corpus.txt"
+    package = ROOT / "launch_text_gpt"
+    modules = [package / f"{name}.py" for name in ("config", "data", "model")]
+    corpus.write_text("".join(module.read_text() for module in modules))
+    small = ["--block-size", "32", "--n-layer", "2", "--n-head", "2", "--n-embd", "32"]
+    return ["--data-dir", str(corpus), "--batch-size", "8", *small]
+
+
+def train(tmp_path, *flags):
+    metrics = tmp_path / "metrics.json"
+    command = TWO_PROCESSES + data_flags(tmp_path)
+    command += ["--device", "cpu"]  # the default DataLoader workers
+    command += ["--run-dir", str(tmp_path)]  # checkpoints/, metrics.jsonl
+    # A schedule of fixed length: a run stopped by --epochs 1 then follows the
+    # learning rate of the 2-epoch run it resumes into.
+    command += ["--decay-steps", "100"]
+    command += ["--metrics-file", str(metrics), *flags]
+    subprocess.run(command, cwd=ROOT, check=True, timeout=600)
+    return json.loads(metrics.read_text())
+
+
+def final_weights(tmp_path):
+    newest = list_checkpoints(tmp_path / "checkpoints")[0]
+    return torch.load(newest, weights_only=True)["model"]
+
+
+def test_two_processes_train_and_checkpoint(tmp_path):
+    metrics = train(tmp_path, "--epochs", "1")
+    assert metrics["world_size"] == 2
+    assert metrics["epochs"] == 1 and metrics["steps"] > 0
+    assert metrics["replicas_in_sync"]
+    weights = final_weights(tmp_path)
+    assert not any(key.startswith(PREFIXES) for key in weights)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["step"] == metrics["steps"]
+
+
+@pytest.mark.parametrize(
+    "stop", [["--epochs", "1"], ["--max-steps", "3"]], ids=["epoch-end", "mid-epoch"]
+)
+def test_resume_equals_an_uninterrupted_run(tmp_path, stop):
+    interrupted, straight = tmp_path / "interrupted", tmp_path / "straight"
+    interrupted.mkdir()
+    straight.mkdir()
+    train(interrupted, "--epochs", "2", *stop)
+    resumed = train(interrupted, "--epochs", "2")
+    uninterrupted = train(straight, "--epochs", "2")
+    assert resumed["steps"] == uninterrupted["steps"]
+    expected = final_weights(straight)
+    for key, value in final_weights(interrupted).items():
+        torch.testing.assert_close(value, expected[key])
