@@ -15,6 +15,10 @@ machines are shared and noisy, so no test asserts a time).
    one-process limit proxy; time to the first step, resume cost, checkpoint
    save, 1 and 2 processes. Writes side_by_side.png and prints the table.
 
+5. learning.py: validation accuracy per epoch of the image defaults on real
+   image sets that packages ship, and the GPT on tiny Shakespeare at
+   nanoGPT's CPU configuration beside a plain one-file loop.
+
 The GPU benchmark is gpu.py (`make bench-gpu`).
 """
 
@@ -185,6 +189,9 @@ def main():
     print(side_by_side.ratio_table(results["side_by_side"]))
     if not quick:
         side_by_side.chart(results["side_by_side"], side_by_side.CHART)
+    # What the defaults learn: real images and the GPT (writes learning.json).
+    learning = [PYTHON, str(ROOT / "benchmarks" / "learning.py")]
+    subprocess.run(learning + (["--quick"] if quick else []), check=True)
 
 
 if __name__ == "__main__":
