@@ -121,3 +121,18 @@ def test_a_static_graph_cannot_skip_syncs(config_module, capsys):
     assert last_error_line(capsys).endswith(
         "error: --static-graph on cannot skip gradient syncs: use --grad-accum 1"
     )
+
+
+def test_a_printed_config_keeps_the_checkpoint_folder_derived(
+    config_module, tmp_path, capsys
+):
+    """print-config > my.yaml, then --config my.yaml --run-dir fresh: the
+    checkpoints go to fresh/checkpoints, never to the first run's folder."""
+    with pytest.raises(SystemExit):
+        config_module.parse_args(["--run-dir", "first", "--print-config"])
+    printed = capsys.readouterr().out
+    assert "checkpoints" not in printed
+    config = parse(config_module, tmp_path, printed, "--run-dir", "fresh")
+    assert str(config.checkpoint_folder) == "fresh/checkpoints"
+    pinned = parse(config_module, tmp_path, printed, "--checkpoint-dir", "shared")
+    assert str(pinned.checkpoint_folder) == "shared"

@@ -98,3 +98,20 @@ def test_model_parallel_splits_the_blocks(projects, corpus, tmp_path):
     layers = import_generated(project, "model")
     config = import_generated(project, "config").Config(n_layer=4)
     assert layers.split_at(layers.build_model(config, 10)) == 1 + 2
+
+
+@pytest.mark.timeout(600)
+def test_compiled_gpt_trains_and_samples(gpt, corpus, tmp_path):
+    """torch.compile on CPU (inductor); the checkpoint's keys carry no
+    _orig_mod prefix, so sampling loads them into the plain model."""
+    metrics, _ = train(
+        gpt,
+        tmp_path,
+        *flags(corpus, "--max-steps", "3", "--compile"),
+        nprocs=1,
+        timeout=540,
+    )
+    assert metrics["steps"] == 3
+    assert not any(key.startswith("_orig_mod.") for key in final_model(tmp_path))
+    command = [PYTHON, "-m", f"{package(gpt)}.sample", tmp_path, "--tokens", "5"]
+    assert run(command, gpt).returncode == 0

@@ -147,6 +147,13 @@ class Config:
         0, "set by the legacy torch.distributed.launch; LOCAL_RANK wins", minimum=0
     )
 
+    @property
+    def checkpoint_folder(self):
+        """--checkpoint-dir, or RUN_DIR/checkpoints when it is not given: it
+        stays derived, so a config file of one run never points another run
+        at the first one's checkpoints."""
+        return Path(self.checkpoint_dir or Path(self.run_dir) / "checkpoints")
+
 
 def build_parser(only=None, description=__doc__):
     """The command line of Config's fields (or of the fields named in `only`)."""
@@ -191,8 +198,6 @@ def parse_args(argv=None):
     problem = config_problem(config)
     if problem:
         parser.error(problem)
-    if not config.checkpoint_dir:
-        config.checkpoint_dir = str(Path(config.run_dir) / "checkpoints")
     if print_config:
         print(to_yaml(config), end="")
         raise SystemExit(0)

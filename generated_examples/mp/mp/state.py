@@ -17,7 +17,7 @@ def save(trainer):
     rng_states = [None] * trainer.placement.world_size
     dist.all_gather_object(rng_states, rng_state())  # every rank's stream
     error = None
-    folder = trainer.config.checkpoint_dir
+    folder = trainer.config.checkpoint_folder
     if trainer.placement.is_main:
         try:
             trainer.last_checkpoint = checkpoint.save(
@@ -92,11 +92,11 @@ def agreed_resume_point(trainer):
     if trainer.placement.is_main:
         try:
             path, state = checkpoint.find_resume_point(
-                config.resume, config.checkpoint_dir
+                config.resume, config.checkpoint_folder
             )
             choice = [str(path) if path else None, None]
             start_step = state["step"] if path else 0
-            aside = checkpoint.set_aside_newer(config.checkpoint_dir, start_step)
+            aside = checkpoint.set_aside_newer(config.checkpoint_folder, start_step)
             if aside:
                 trainer.log(
                     f"moved checkpoints past step {start_step} (another run) to {aside}"
@@ -104,7 +104,7 @@ def agreed_resume_point(trainer):
         except SystemExit as error:
             choice = [None, str(error)]
         except OSError as error:
-            choice = [None, f"{config.checkpoint_dir}: {error}"]
+            choice = [None, f"{config.checkpoint_folder}: {error}"]
     dist.broadcast_object_list(choice, src=0)
     path, error = choice
     if error:

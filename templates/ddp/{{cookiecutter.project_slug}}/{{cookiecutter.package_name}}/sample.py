@@ -64,9 +64,8 @@ def sample(args):
 
 def newest_state(run_dir):
     settings = run_dir / "config.json"
-    folder = run_dir / "checkpoints"
-    if settings.exists():
-        folder = Path(json.loads(settings.read_text())["checkpoint_dir"])
+    saved = json.loads(settings.read_text()) if settings.exists() else {}
+    folder = Path(saved.get("checkpoint_dir") or run_dir / "checkpoints")
     path, state = newest_loadable(folder)
     if path is None:
         raise ConfigError(f"no checkpoint in {folder}: train into {run_dir} first")
