@@ -265,6 +265,7 @@ def test_eval_shards_count_every_sample_once(launch):
 
 COUNT_ALL_REDUCES = """
 import sys
+sys.path.insert(0, ".")  # the project: the current directory
 import torch
 import torch.distributed as dist
 from {package}.config import parse_args
