@@ -64,14 +64,12 @@ class TwoStageSequential(nn.Sequential):
     def _untie_across_stages(self):
         """A weight that both stages share (a GPT's tied embedding and head)
         cannot live on two devices: stage 1 gets its own copy to train."""
-        layers = list(self)
-        stage0 = {
-            id(p) for layer in layers[: self.split_at] for p in layer.parameters()
-        }
-        stage1 = nn.ModuleList(layers[self.split_at :])
+        stage0 = nn.ModuleList(list(self)[: self.split_at])
+        stage1 = nn.ModuleList(list(self)[self.split_at :])
+        shared = {id(parameter) for parameter in stage0.parameters()}
         for module in stage1.modules():
             for name, parameter in list(module.named_parameters(recurse=False)):
-                if id(parameter) in stage0:
+                if id(parameter) in shared:
                     setattr(module, name, nn.Parameter(parameter.detach().clone()))
 
     def forward(self, inputs):

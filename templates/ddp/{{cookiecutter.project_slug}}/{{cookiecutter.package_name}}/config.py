@@ -207,7 +207,6 @@ class Config:
     )
 {%- endif %}
 
-
     @property
     def checkpoint_folder(self):
         """--checkpoint-dir, or RUN_DIR/checkpoints when it is not given: it
@@ -271,4 +270,3 @@ def read_settings_of(argv, fields):
     finder.add_argument("--config")
     path = finder.parse_known_args(argv)[0].config
     return read_settings(path, fields) if path else {}
-
