@@ -14,6 +14,7 @@ ADAMW_COSINE = [
     *("--epochs", "2", "--log-every", "1"),
     *("--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.05"),
     *("--lr-schedule", "cosine", "--warmup-steps", "3", "--min-lr", "0.001"),
+    *("--decay-steps", "0"),  # the decay's end from --epochs, what this checks
 ]
 
 
