@@ -6,6 +6,7 @@ Each returns a list of one-line problems (empty when the check passes).
 
 import itertools
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -15,10 +16,18 @@ from pathlib import Path
 from ddpgen.errors import DdpgenError
 from ddpgen.lint import lint_paths
 from ddpgen.postprocess import ruff_binary
-from ddpgen.render import render_project
+from ddpgen.render import BASE_FILE, render_project
 from ddpgen.spec import make_spec
 
-JINJA_MARKERS = ("{{", "{%", "{#", "%}", "}}")
+# Template syntax that survived rendering: a cookiecutter variable, a Jinja
+# statement or a comment. Bare braces are not enough: `{"a": {"b": 1}}` is
+# Python, and so is a set inside a set.
+LEFTOVER_JINJA = re.compile(
+    r"\{\{-?\s*cookiecutter\b"
+    r"|\{%-?\s*(if|elif|else|endif|for|endfor|set|endset|raw|endraw|macro"
+    r"|endmacro|include|import|from|block|endblock|extends|filter|with)\b"
+    r"|\{#.*#\}"
+)
 
 
 def python_files(project):
@@ -74,14 +83,14 @@ def check_compiles(project):
 def check_no_jinja(project):
     problems = []
     for path in sorted(project.rglob("*")):
-        if not path.is_file():
-            continue
+        if not path.is_file() or path.name == BASE_FILE:
+            continue  # the base file holds copies of the files checked here
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except UnicodeDecodeError:
             continue  # binary files cannot hold template syntax
         for number, line in enumerate(lines, 1):
-            if any(marker in line for marker in JINJA_MARKERS):
+            if LEFTOVER_JINJA.search(line):
                 problems.append(f"{path.relative_to(project)}:{number}: leftover Jinja")
     return problems
 

@@ -38,3 +38,23 @@ def test_the_example_template_checks_clean(tmp_path):
     result = CliRunner().invoke(main, ["check", str(template)])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("checking all 4 supported combinations\n")
+
+
+def test_check_tells_python_braces_from_leftover_jinja(tmp_path):
+    template = write_example_template(tmp_path / "template")
+    project = template / "{{cookiecutter.project_slug}}"
+    (project / "settings.py").write_text(
+        'NESTED = {"optim": {"lr": 0.1}}\nSETS = {frozenset({1}): {2}}\n'
+    )
+    assert CliRunner().invoke(main, ["check", str(template)]).exit_code == 0
+
+    # A file copied without rendering keeps its Jinja: one finding per
+    # combination, not a second one for the pristine copy in .ddpgen-base.json.
+    (project / "unrendered.txt").write_text("name: {{ cookiecutter.project_name }}\n")
+    config = template / "cookiecutter.json"
+    keep_raw = '"verbose": false,\n  "_copy_without_render": ["*.txt"],'
+    config.write_text(config.read_text().replace('"verbose": false,', keep_raw))
+    result = CliRunner().invoke(main, ["check", str(template)])
+    assert result.exit_code != 0
+    assert result.output.count("leftover Jinja") == 4, result.output
+    assert result.output.count("unrendered.txt:1: leftover Jinja") == 4
