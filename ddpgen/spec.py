@@ -297,7 +297,12 @@ def make_spec(name, *, output_dir=".", template=None, answers=None, settings=())
     """Validate NAME and the answers (typed values, then `key=value` strings)."""
     template = template if isinstance(template, Template) else Template.load(template)
     destination = Path(output_dir) / name
-    slug = Path(name).name if name not in ("", ".", "..") else ""
+    slug = Path(name).name
+    if name.strip() and slug in ("", ".", ".."):
+        raise UsageError(
+            f"invalid project name {name!r}: it does not end in a name; give the"
+            " new project's name, as in `ddpgen new my-project`"
+        )
     problem = name_problem(slug) or template.package_collision(package_name_for(slug))
     if problem:
         raise UsageError(f"invalid project name {name!r}: {problem}")

@@ -1,6 +1,7 @@
 """--config FILE, --print-config, and the settings a checkpoint keeps."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -100,17 +101,29 @@ def test_print_config_round_trips_through_the_file(mp, tmp_path):
     assert list(settings) == [f.name for f in dataclasses.fields(config_module.Config)]
 
 
-def test_checkpoints_keep_the_settings_and_a_resume_names_what_changed(mp, tmp_path):
-    flags = [*SMALL_SYNTHETIC, "--epochs", "2"]
-    train(mp, tmp_path, *flags, "--max-steps", "3")
+def test_checkpoints_keep_the_settings_and_a_resume_applies_and_names_changes(
+    mp, tmp_path
+):
+    """A resume that changes --lr trains at the new rate from the next step on
+    (the schedule's position kept), and the log names every change, the number
+    of processes included."""
+    flags = [*SMALL_SYNTHETIC, "--log-every", "1"]
+    train(mp, tmp_path, *flags, "--epochs", "1")  # 8 steps, 2 processes
     saved = torch.load(checkpoints(tmp_path)[-1], weights_only=True)["config"]
-    assert saved["lr"] == 0.03 and saved["max_steps"] == 3
-    _, result = train(mp, tmp_path, *flags, "--lr", "0.1")
+    assert saved["lr"] == 0.03 and saved["epochs"] == 1
+    _, result = train(mp, tmp_path, *flags, "--epochs", "2", "--lr", "0.1", nprocs=1)
     changes = [line for line in result.stdout.splitlines() if "differs" in line]
     assert changes == [
-        "setting max_steps differs from the checkpoint's: 3 then, 0 now",
+        "setting epochs differs from the checkpoint's: 1 then, 2 now",
         "setting lr differs from the checkpoint's: 0.03 then, 0.1 now",
+        "setting nprocs differs from the checkpoint's: 2 then, 1 now",
+        "world size differs from the checkpoint's: 2 processes then, 1 process now",
     ]
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
+    lr_at = {r["step"]: r["lr"] for r in records if "lr" in r}
+    factor = import_generated(mp, "optim").lr_factor("cosine", 3, 64, 0.0)
+    assert lr_at[8] == pytest.approx(0.03 * factor(7))
+    assert lr_at[9] == pytest.approx(0.1 * factor(8))
 
 
 def test_a_static_graph_cannot_skip_syncs(config_module, capsys):

@@ -109,14 +109,13 @@ def test_a_stop_on_an_epochs_last_step_completes_the_epoch(launch, tmp_path):
     assert (state["epoch"], state["batch_in_epoch"]) == (1, 0)
 
 
-def test_no_evaluation_set_reports_no_evaluation_metrics(launch, tmp_path):
-    metrics, _ = train(launch, tmp_path, *SMALL_SYNTHETIC, "--eval-size", "0")
-    assert metrics["eval_samples"] == 0
-    assert metrics["eval_loss"] is None
-
-
-def test_logs_without_a_terminal_have_no_progress_bars(launch, tmp_path):
-    _, result = train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+def test_no_evaluation_set_evaluates_nothing_and_logs_without_bars(launch, tmp_path):
+    """--eval-size 0: no eval line, record or metric. Logs without a terminal
+    have no progress bars."""
+    metrics, result = train(launch, tmp_path, *SMALL_SYNTHETIC, "--eval-size", "0")
+    assert not [key for key in metrics if key.startswith("eval")], metrics
+    assert "eval after" not in result.stdout
+    assert "eval_" not in (tmp_path / "metrics.jsonl").read_text()
     assert "%|" not in result.output and "it/s" not in result.output
     assert "saved " in result.stdout
 

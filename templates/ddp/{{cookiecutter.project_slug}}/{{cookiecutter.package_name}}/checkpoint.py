@@ -10,8 +10,8 @@ checkpoints past its starting step belong to another run and are moved into
 """
 
 import os
+import sys
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -119,9 +119,7 @@ def newest_loadable(directory):
         try:
             return path, load(path)
         except Exception as error:  # truncated, corrupt or foreign: try the previous
-            warnings.warn(
-                f"skipping unreadable checkpoint {path}: {error}", stacklevel=2
-            )
+            print(f"skipping unreadable checkpoint {path}: {error}", file=sys.stderr)
     return None, None
 
 

@@ -33,6 +33,7 @@ from torchvision import datasets, transforms
 {%- endif %}
 
 from .config import ConfigError
+from .distributed import processes
 {%- if cookiecutter.data == "text" %}
 from .tokens import corpus_files, load, prepare
 {%- endif %}
@@ -316,7 +317,7 @@ def build_loaders(config, placement, device, train_set, eval_set):
     if sampler.num_samples < config.batch_size:
         raise ConfigError(
             f"{len(train_set)} training samples give each of the "
-            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"{processes(placement.world_size)} {sampler.num_samples} per epoch, "
             f"fewer than --batch-size {config.batch_size}: nothing would train"
         )
 {%- if augmented %}

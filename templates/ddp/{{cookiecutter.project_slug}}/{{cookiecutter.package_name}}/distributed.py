@@ -34,6 +34,10 @@ class Placement:
         return self.rank == 0
 
 
+def processes(count):
+    return f"{count} process" if count == 1 else f"{count} processes"
+
+
 def placement_from_env(local_rank_flag=0):
     """Read the ranks torchrun (or the legacy launcher) put in the environment."""
     world_size = int(os.environ.get("WORLD_SIZE", 1))

@@ -6,9 +6,10 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from . import checkpoint
+from . import checkpoint, optim
 from .agreement import raise_if_any_failed
 from .config import ConfigError
+from .distributed import processes
 
 
 def save(trainer):
@@ -72,19 +73,27 @@ def resume(trainer):
     restore(trainer, state)
     trainer.last_checkpoint = path
     trainer.log(f"resumed from {path}: epoch {trainer.epoch}, step {trainer.step}")
-    for change in changed_settings(state.get("config", {}), trainer.config):
+    for change in changed_settings(state, trainer.config, trainer.placement):
         trainer.log(change)
 
 
-def changed_settings(saved, config):
-    """One line per setting that differs from the checkpoint's."""
-    now = dataclasses.asdict(config)
-    return [
+def changed_settings(state, config, placement):
+    """One line per setting that differs from the checkpoint's, the number of
+    processes included."""
+    saved, now = state.get("config", {}), dataclasses.asdict(config)
+    changes = [
         f"setting {name} differs from the checkpoint's: {saved[name]!r} then, "
         f"{now[name]!r} now"
         for name in now
         if name in saved and name != "resume" and saved[name] != now[name]
     ]
+    then, now = state["world_size"], placement.world_size
+    if then != now:
+        changes.append(
+            f"world size differs from the checkpoint's: {processes(then)} then, "
+            f"{processes(now)} now"
+        )
+    return changes
 
 
 def agreed_resume_point(trainer):
@@ -126,8 +135,9 @@ def restore(trainer, state):
         )
 {%- endif %}
     checkpoint.unwrap(trainer.model).load_state_dict(state["model"])
-    trainer.optimizer.load_state_dict(state["optimizer"])
-    trainer.scheduler.load_state_dict(state["scheduler"])
+    optim.restore(
+        trainer.optimizer, trainer.scheduler, state["optimizer"], state["scheduler"]
+    )
     if state["scaler"]:  # empty when saved with --amp off or bf16
         trainer.scaler.load_state_dict(state["scaler"])
     trainer.epoch = state["epoch"]
@@ -147,9 +157,9 @@ def check_same_shards(state, placement, batch_size):
     now = (placement.world_size, batch_size)
     if saved != now:
         raise ConfigError(
-            f"the checkpoint was saved mid-epoch by {saved[0]} processes at "
+            f"the checkpoint was saved mid-epoch by {processes(saved[0])} at "
             f"--batch-size {saved[1]}; resume it with the same, or resume an "
-            f"epoch-end checkpoint ({now[0]} processes, --batch-size {now[1]} now)"
+            f"epoch-end checkpoint ({processes(now[0])}, --batch-size {now[1]} now)"
         )
 
 

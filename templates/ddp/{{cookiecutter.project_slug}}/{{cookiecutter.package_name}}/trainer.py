@@ -166,7 +166,7 @@ class Trainer:
         self.throughput.count(len(inputs) * self.placement.world_size)
 
     def _optimizer_step(self):
-        lr = self.scheduler.get_last_lr()[0]  # this step's
+        lr = self.optimizer.param_groups[0]["lr"]  # this step's
         if self.config.clip_grad_norm > 0:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients
             torch.nn.utils.clip_grad_norm_(
@@ -219,6 +219,8 @@ class Trainer:
         return False
 
     def evaluate(self):
+        if not len(self.eval_loader.dataset):
+            return  # --eval-size 0: no evaluation
         devices = (self.input_device, self.output_device)
         metrics = evaluate(self.model, self.eval_loader, self.autocast, devices)
         self.evaluated_at_step = self.step
