@@ -2,8 +2,13 @@
 
 import pytest
 import torch
-from helpers import SMALL_SYNTHETIC, assert_same_weights, final_model, train
-from test_runs import import_generated
+from helpers import (
+    SMALL_SYNTHETIC,
+    assert_same_weights,
+    final_model,
+    import_generated,
+    train,
+)
 
 ONE_EPOCH = ["--epochs", "1", *SMALL_SYNTHETIC]
 
@@ -95,3 +100,38 @@ def test_split_checkpoint_loads_into_the_unsplit_model(projects, tmp_path):
     config = import_generated(unsplit, "config").Config()
     whole = import_generated(unsplit, "model").build_model(config, 5)
     whole.load_state_dict(torch.load(metrics["checkpoint"], weights_only=True)["model"])
+
+
+class Residual(torch.nn.Module):
+    """A user's own model: its forward adds a residual the split would skip."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+        self.outer = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.outer(x + self.inner(x))
+
+
+class ScaledSequential(torch.nn.Sequential):
+    """A Sequential with a parameter of its own, outside every layer."""
+
+    def __init__(self):
+        super().__init__(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        (Residual, "build_model returned a Residual whose forward would never run"),
+        (ScaledSequential, "and scale belong to no layer, so would not train"),
+    ],
+)
+def test_a_model_the_split_would_change_is_refused(projects, model, message):
+    project = projects("launch", model_parallel=True)
+    layout = import_generated(project, "model_parallel")
+    config = import_generated(project, "config")
+    with pytest.raises(config.ConfigError, match=message):
+        layout.TwoStageSequential(model(), 1, ("cpu", "cpu"))
