@@ -18,4 +18,6 @@ class UsageError(DdpgenError):
 
 
 class TemplateError(DdpgenError):
-    """The template cannot be read or rendered."""
+    """The template the user named cannot be read or rendered."""
+
+    exit_code = 2

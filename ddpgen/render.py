@@ -147,9 +147,17 @@ def install(project, destination):
         else:
             move_whole(project, destination)
     except OSError as error:
-        raise DdpgenError(
-            f"cannot write {destination}: {error.strerror or error}"
-        ) from None
+        raise DdpgenError(f"cannot write {destination}: {one_line(error)}") from None
+
+
+def one_line(error):
+    """An OSError in one short line; shutil.Error carries a list of failures."""
+    failures = error.args[0] if isinstance(error, shutil.Error) else None
+    if failures and isinstance(failures, list):
+        _, where, why = failures[0]
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        return f"{where}: {why}{more}"
+    return error.strerror or str(error)
 
 
 def move_whole(project, destination):

@@ -231,3 +231,48 @@ def test_rendering_leaves_nothing_in_the_temp_folder(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["new", "p", "--output-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert list(temp.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["new", "check", "options", "update"])
+def test_a_folder_that_is_not_a_template_is_a_usage_error(tmp_path, command):
+    (tmp_path / "not-a-template").mkdir()
+    args = {
+        "new": ["new", "p", "--output-dir", tmp_path / "out"],
+        "check": ["check", tmp_path / "not-a-template"],
+        "options": ["options"],
+        "update": ["update", tmp_path / "nowhere"],
+    }[command]
+    if command in ("new", "options"):
+        args += ["--template", tmp_path / "not-a-template"]
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Error: ") and result.output.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_is_one_short_line(tmp_path, monkeypatch):
+    """A copy across file systems that runs out of space (shutil.Error holds
+    a list of every failed file)."""
+    import os
+    import shutil
+
+    real_replace, real_copytree = os.replace, shutil.copytree
+
+    def cross_device(source, target):
+        if str(target).startswith(str(tmp_path)):
+            raise OSError(18, "Invalid cross-device link")
+        return real_replace(source, target)
+
+    def full(source, target, *args, **kwargs):
+        if not str(target).startswith(str(tmp_path)):
+            return real_copytree(source, target, *args, **kwargs)
+        failures = [(f"{source}/f", f"{target}/f", "[Errno 28] No space left")]
+        raise shutil.Error(failures * 300)
+
+    monkeypatch.setattr(os, "replace", cross_device)
+    monkeypatch.setattr(shutil, "copytree", full)
+    result = invoke("new", "p", "--output-dir", tmp_path)
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: cannot write {tmp_path / 'p'}: ")
+    assert result.output.endswith("[Errno 28] No space left (and 299 more)\n")
+    assert len(result.output) < 300

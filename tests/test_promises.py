@@ -188,7 +188,7 @@ def test_a_bad_resume_path_says_why(launch, tmp_path, content, reason):
     _, result = train(
         launch, tmp_path, *SMALL_SYNTHETIC, "--resume", path, check=False, nprocs=1
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert f"--resume {path}: cannot load checkpoint: {reason}" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -204,7 +204,7 @@ def test_mid_epoch_resume_with_another_world_size_is_refused(launch, tmp_path):
     assert (
         "error: the checkpoint was saved mid-epoch by 2 processes at --batch-size 16; "
         "resume it with the same, or resume an epoch-end checkpoint "
-        "(1 processes, --batch-size 16 now)"
+        "(1 process, --batch-size 16 now)"
     ) in result.stderr
     assert steps_in(tmp_path) == before
 

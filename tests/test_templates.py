@@ -125,7 +125,7 @@ def test_broken_template_gives_one_line_and_writes_nothing(tmp_path, kind):
         (template / "cookiecutter.json").write_text(raw_json)
     out = tmp_path / "out"
     result = invoke("new", "p", "--output-dir", out, "--template", template)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.startswith("Error: ") and result.output.count("\n") == 1
     assert expected in result.output
     assert not out.exists()

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .config import ConfigError
 from .distributed import first_line
 
 PREFIXES = ("module.", "_orig_mod.")  # added by DDP and by torch.compile
@@ -104,7 +105,7 @@ def load(path):
     except Exception as error:  # torch raises many kinds for a foreign file
         raise ValueError(
             f"not a checkpoint saved by torch.save ({type(error).__name__}: "
-            f"{first_line(error)})"
+            f"{first_line(error).split('. ')[0]})"
         ) from error
     missing = REQUIRED_KEYS - state.keys() if isinstance(state, dict) else REQUIRED_KEYS
     if missing:
@@ -132,6 +133,5 @@ def find_resume_point(resume, directory):
     try:
         return Path(resume), load(resume)
     except ValueError as error:
-        raise SystemExit(
-            f"--resume {resume}: cannot load checkpoint: {error}"
-        ) from None
+        message = f"--resume {resume}: cannot load checkpoint: {error}"
+        raise ConfigError(message) from None

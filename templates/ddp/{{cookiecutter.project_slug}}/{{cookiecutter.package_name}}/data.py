@@ -180,7 +180,7 @@ def build_datasets(config, placement):
             ),
         )
     except RuntimeError as error:  # torchvision: "Dataset not found or corrupted"
-        raise SystemExit(
+        raise ConfigError(
             f"CIFAR-10 is not in {root}: pass --download to fetch it (170 MB)"
         ) from error
 {%- elif cookiecutter.data == "imagefolder" %}
@@ -191,8 +191,11 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 def image_folder(path, transform):
     if not path.is_dir():
-        raise SystemExit(f"no image folder at {path}: expected {path}/<class>/<image>")
-    return datasets.ImageFolder(path, transform=transform)
+        raise ConfigError(f"no image folder at {path}: expected {path}/<class>/<image>")
+    try:
+        return datasets.ImageFolder(path, transform=transform)
+    except FileNotFoundError as error:  # class folders without images
+        raise ConfigError(f"{path}: {error}") from None
 
 
 def build_datasets(config, placement):
@@ -204,7 +207,7 @@ def build_datasets(config, placement):
     train = image_folder(root / "train", train_transform)
     evaluation = image_folder(root / "val", eval_transform)
     if evaluation.classes != train.classes:
-        raise SystemExit(f"{root}/val must hold the same class folders as train/")
+        raise ConfigError(f"{root}/val must hold the same class folders as train/")
     return train, evaluation
 {%- endif %}
 

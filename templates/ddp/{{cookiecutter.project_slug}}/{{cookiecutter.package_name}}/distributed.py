@@ -15,8 +15,9 @@ import torch.distributed as dist
 # releases a collective's tensors as the interpreter exits aborts the process
 # ("terminate called without an active exception").
 import torch.distributed.nn.functional  # noqa: F401
-{%- if cookiecutter.model_parallel %}
 
+from .config import ConfigError
+{%- if cookiecutter.model_parallel %}
 from .model_parallel import stage_devices
 {%- endif %}
 
@@ -54,7 +55,7 @@ def visible_gpus(device_flag):
         return 0
     count = torch.cuda.device_count()
     if device_flag == "cuda" and count == 0:
-        raise SystemExit("--device cuda: no CUDA device is visible")
+        raise ConfigError("--device cuda: no CUDA device is visible")
     return count
 
 
@@ -70,7 +71,7 @@ def pick_devices(config, placement):
     if gpus == 0:
         return torch.device("cpu"), torch.device("cpu")
     if placement.local_world_size > gpus:
-        raise SystemExit(
+        raise ConfigError(
             f"{placement.local_world_size} processes on this node but {gpus} GPUs: "
             f"start at most {gpus} (one per GPU)"
         )
@@ -83,7 +84,7 @@ def pick_backend(requested, device):
     if requested == "auto":
         return "nccl" if device.type == "cuda" else "gloo"
     if requested == "nccl" and device.type != "cuda":
-        raise SystemExit("--backend nccl needs CUDA devices; use gloo on CPU")
+        raise ConfigError("--backend nccl needs CUDA devices; use gloo on CPU")
     return requested
 
 
@@ -120,7 +121,7 @@ def agent_store(placement, timeout):
     """
     agents = int(os.environ.get("GROUP_WORLD_SIZE", 1))
     if agents > 1 and int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", 0)) > 0:
-        raise SystemExit(SHARED_STORE_RESTARTS)
+        raise ConfigError(SHARED_STORE_RESTARTS)
     store = dist.TCPStore(
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 {%- if cookiecutter.tracker != "none" %}
 
-from .tracking import Tracker
+from .tracking import Tracker, check_installed
 {%- endif %}
 
 FILE_NAME = "metrics.jsonl"
@@ -28,6 +28,9 @@ class MetricsLog:
         self.path = Path(run_dir) / FILE_NAME
         self.enabled = enabled
         self.tracker = None
+{%- if cookiecutter.tracker != "none" %}
+        check_installed()
+{%- endif %}
 
     @contextlib.contextmanager
     def opened(self, config, step):

@@ -12,7 +12,7 @@ from torch import nn
 from .config import ConfigError
 
 
-class LayoutError(SystemExit):
+class LayoutError(ConfigError):
     """The node's GPUs cannot hold the requested processes."""
 
 

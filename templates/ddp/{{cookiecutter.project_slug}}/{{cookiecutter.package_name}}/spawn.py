@@ -1,5 +1,6 @@
 """`python train.py` starts its own workers: one per GPU{{ ' pair' if cookiecutter.model_parallel }} (2 on CPU)."""
 
+import logging
 import multiprocessing
 import os
 import signal
@@ -9,6 +10,7 @@ from datetime import timedelta
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from .config import ConfigError, exit_for
 from .distributed import Placement, first_line, visible_gpus
 {%- if cookiecutter.model_parallel %}
 from .model_parallel import processes_per_node, stage_devices
@@ -18,6 +20,27 @@ from .worker import run
 
 def spawn(config, entry=run):
     """Start this node's processes; each calls entry(config, placement, store)."""
+    try:
+        context, store = start(config, entry)  # the store lives as long as the job
+    except ConfigError as error:
+        exit_for(error)
+    # Not torch's "Terminating process" warnings: a worker's error says enough.
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
+    try:
+        while not context.join():
+            pass
+    except mp.ProcessExitedException as error:
+        if error.exit_code != 2:  # 2: the worker said which setting is wrong
+            print(
+                f"worker {error.error_index} exited with code {error.exit_code}",
+                file=sys.stderr,
+            )
+        raise SystemExit(max(error.exit_code, 1)) from None
+    except mp.ProcessRaisedException as error:
+        raise SystemExit(str(error)) from None
+
+
+def start(config, entry):
     gpus = visible_gpus(config.device)
     nprocs = config.nprocs or default_nprocs(config, gpus)
 {%- if cookiecutter.model_parallel %}
@@ -29,19 +52,7 @@ def spawn(config, entry=run):
         worker, args=(config, nprocs, port, entry), nprocs=nprocs, join=False
     )
     forward_sigterm(context.processes)
-    try:
-        while not context.join():
-            pass
-    except mp.ProcessExitedException as error:
-        # The worker printed its own error; say which one stopped the job and
-        # keep its exit code (2: the settings cannot work).
-        print(
-            f"worker {error.error_index} exited with code {error.exit_code}",
-            file=sys.stderr,
-        )
-        raise SystemExit(max(error.exit_code, 1)) from None
-    except mp.ProcessRaisedException as error:
-        raise SystemExit(str(error)) from None
+    return context, store
 
 
 def default_nprocs(config, gpus):
@@ -66,7 +77,7 @@ def host_store(config):
             timeout=timedelta(seconds=config.dist_timeout),
         )
     except RuntimeError as error:
-        raise SystemExit(
+        raise ConfigError(
             f"cannot listen on {config.master_addr}:{config.master_port} "
             f"({first_line(error)}): choose another --master-port"
         ) from None

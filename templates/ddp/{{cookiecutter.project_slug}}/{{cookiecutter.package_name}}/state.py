@@ -70,7 +70,7 @@ def resume(trainer):
                 "checkpoint folder: put it on shared storage)"
             )
     raise_if_any_failed(error, trainer.placement)
-    restore(trainer, state)
+    restore(trainer, state, path)
     trainer.last_checkpoint = path
     trainer.log(f"resumed from {path}: epoch {trainer.epoch}, step {trainer.step}")
     for change in changed_settings(state, trainer.config, trainer.placement):
@@ -114,18 +114,18 @@ def agreed_resume_point(trainer):
                 trainer.log(
                     f"moved checkpoints past step {start_step} (another run) to {aside}"
                 )
-        except SystemExit as error:
+        except ConfigError as error:
             choice = [None, str(error)]
         except OSError as error:
             choice = [None, f"{config.checkpoint_folder}: {error}"]
     dist.broadcast_object_list(choice, src=0)
     path, error = choice
     if error:
-        raise SystemExit(error)
+        raise ConfigError(error)
     return path, state
 
 
-def restore(trainer, state):
+def restore(trainer, state, path):
     check_same_shards(state, trainer.placement, trainer.config.batch_size)
 {%- if cookiecutter.data == "text" %}
     if state.get("vocabulary") != vocabulary(trainer).state():
@@ -134,7 +134,13 @@ def restore(trainer, state):
             "gives now: resume with the same text and --tokenizer"
         )
 {%- endif %}
-    checkpoint.unwrap(trainer.model).load_state_dict(state["model"])
+    try:
+        checkpoint.unwrap(trainer.model).load_state_dict(state["model"])
+    except RuntimeError as error:  # missing, unexpected or mis-shaped weights
+        raise ConfigError(
+            f"{path} holds another model's weights ({weights_mismatch(error)}): "
+            "resume a checkpoint of this model, or start fresh with --resume none"
+        ) from None
     optim.restore(
         trainer.optimizer, trainer.scheduler, state["optimizer"], state["scheduler"]
     )
@@ -146,6 +152,12 @@ def restore(trainer, state):
     trainer.saved_at_step = trainer.step
     rng_states = state["rng"]
     set_rng_state(rng_states[trainer.placement.rank % len(rng_states)])
+
+
+def weights_mismatch(error):
+    """The first problem load_state_dict names, in one short line."""
+    problems = str(error).splitlines()[1:] or [str(error)]
+    return problems[0].strip().rstrip(".")[:160]
 
 
 def check_same_shards(state, placement, batch_size):

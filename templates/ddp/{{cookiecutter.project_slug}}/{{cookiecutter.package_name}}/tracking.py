@@ -16,21 +16,36 @@ import uuid
 {# a blank line between the docstring and the imports #}
 {%- endif %}
 from pathlib import Path
+
+from .config import ConfigError
+
+try:  # installed with the project (pip install -e .); checked by check_installed
 {%- if tracker == "tensorboard" %}
-
-from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard import SummaryWriter
 {%- elif tracker == "wandb" %}
-
-import wandb
+    import wandb
 {%- else %}
-
-from mlflow.entities import Metric, Param
-from mlflow.tracking import MlflowClient
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
 {%- endif %}
+except ImportError as error:
+    missing = (error.name or "{{ tracker }}").partition(".")[0]
+else:
+    missing = None
 {%- if tracker != "tensorboard" %}
 
 PROJECT = "{{ cookiecutter.project_slug }}"
 {%- endif %}
+
+
+def check_installed():
+    """Every rank, before training: a missing package is one line, not a
+    traceback on rank 0 alone."""
+    if missing:
+        raise ConfigError(
+            f"the {{ tracker }} tracker needs the {missing} package: pip install -e ."
+            f" installs the project's dependencies (or pip install {missing})"
+        )
 
 
 def metric_values(record):
