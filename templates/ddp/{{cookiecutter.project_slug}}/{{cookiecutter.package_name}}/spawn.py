@@ -10,6 +10,7 @@ from datetime import timedelta
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from .agreement import QUIT_NOW, CtrlC
 from .config import ConfigError, exit_for
 from .distributed import Placement, first_line, visible_gpus
 {%- if cookiecutter.model_parallel %}
@@ -24,13 +25,16 @@ def spawn(config, entry=run):
         context, store = start(config, entry)  # the store lives as long as the job
     except ConfigError as error:
         exit_for(error)
+    except KeyboardInterrupt:
+        raise SystemExit(QUIT_NOW) from None
     # Not torch's "Terminating process" warnings: a worker's error says enough.
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     try:
         while not context.join():
             pass
     except mp.ProcessExitedException as error:
-        if error.exit_code != 2:  # 2: the worker said which setting is wrong
+        # 2: the worker said which setting is wrong; QUIT_NOW: Ctrl-C.
+        if error.exit_code not in (2, QUIT_NOW):
             print(
                 f"worker {error.error_index} exited with code {error.exit_code}",
                 file=sys.stderr,
@@ -51,7 +55,7 @@ def start(config, entry):
     context = mp.start_processes(
         worker, args=(config, nprocs, port, entry), nprocs=nprocs, join=False
     )
-    forward_sigterm(context.processes)
+    forward_stop_signals(context.processes)
     return context, store
 
 
@@ -83,15 +87,21 @@ def host_store(config):
         ) from None
 
 
-def forward_sigterm(processes):
-    """Pass SIGTERM to the workers, which save a checkpoint and exit 0."""
+def forward_stop_signals(processes):
+    """SIGTERM and a first Ctrl-C: the workers save a checkpoint and exit 0.
+    A second Ctrl-C ends them at once."""
+    ctrl_c = CtrlC()
 
     def forward(signum, frame):
+        quit_now = signum == signal.SIGINT and ctrl_c.is_second_press()
         for process in processes:
             if process.is_alive():
-                os.kill(process.pid, signal.SIGTERM)
+                os.kill(process.pid, signal.SIGKILL if quit_now else signal.SIGTERM)
+        if quit_now:
+            os._exit(QUIT_NOW)
 
     signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
 
 
 def worker(local_rank, config, nprocs, port, entry):

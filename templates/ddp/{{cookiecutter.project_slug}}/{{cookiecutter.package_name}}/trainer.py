@@ -57,7 +57,7 @@ class Trainer:
         self.metrics_log = MetricsLog(config.run_dir, enabled=placement.is_main)
         self.saved_at_step = None
         self.evaluated_at_step = None
-        self.preempted = False  # SIGTERM: save within the grace period, no more
+        self.preempted = False  # a stop signal: save within the grace period
         self.last_checkpoint = None
         self.eval_metrics = {}
 
@@ -82,7 +82,7 @@ class Trainer:
         with self.metrics_log.opened(self.config, self.step):
             while self.epoch < self.config.epochs and not self._reached_max_steps():
                 if self._run_epoch():
-                    break  # --max-steps or SIGTERM
+                    break  # --max-steps or a stop signal
                 if self._due(self.config.save_every):
                     self.save_checkpoint()
                 if self._due(self.config.eval_every):
@@ -213,7 +213,10 @@ class Trainer:
         if self._reached_max_steps():
             return True
         if self.stop_request.agreed():
-            self.log(f"SIGTERM: stopping at step {self.step} to save a checkpoint")
+            self.log(
+                f"{self.stop_request.signal_name or 'a signal'}: stopping at step "
+                f"{self.step} to save a checkpoint (a second Ctrl-C quits at once)"
+            )
             self.preempted = True
             return True
         return False

@@ -6,7 +6,7 @@ import sys
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from .agreement import StopRequest, control_group
+from .agreement import QUIT_NOW, StopRequest, control_group
 from .config import ConfigError, exit_for
 from .constraints import static_graph_wanted
 from .data import build_datasets, build_loaders, output_size
@@ -34,6 +34,8 @@ def run(config, placement, store=None):
         if placement.is_main:
             print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
+    except KeyboardInterrupt:  # Ctrl-C before training: nothing to save
+        raise SystemExit(QUIT_NOW) from None
     if placement.is_main and config.metrics_file:
         write_atomically(config.metrics_file, json.dumps(summary, indent=2) + "\n")
     return summary
