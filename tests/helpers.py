@@ -6,9 +6,11 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 from ddpgen import make_spec, render_project
@@ -25,6 +27,62 @@ STACKS_MARGIN_S = 45  # time left to dump the stacks of a hung run
 # resumed with --epochs 2 follows the 2-epoch run's curve.
 SMALL_SYNTHETIC = ["--train-size", "256", "--eval-size", "64", "--batch-size", "16"]
 SMALL_SYNTHETIC += ["--decay-steps", "64"]
+STEPS_PER_EPOCH = 256 // (16 * 2)  # SMALL_SYNTHETIC on 2 processes
+
+SLUG = "{{cookiecutter.project_slug}}"
+PACKAGE = "{{cookiecutter.package_name}}"
+TEMPLATE_NAMES = {"project_name": "x", "project_slug": "x", "package_name": "x"}
+
+
+def invoke(*args):
+    """ddpgen's command line, in this process."""
+    from click.testing import CliRunner
+
+    from ddpgen.cli import main
+
+    return CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
+
+
+def tree(folder):
+    """{relative path: bytes} of every file under `folder`, caches left out."""
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+def write_template(root, files=None, context=None):
+    """A small cookiecutter template: cookiecutter.json holds `context` (the
+    three names by default); `files` maps paths under `root` to their text (by
+    default one module in the project folder). Hooks are executable."""
+    root.mkdir(parents=True)
+    context = TEMPLATE_NAMES if context is None else context
+    (root / "cookiecutter.json").write_text(json.dumps(context))
+    for relative, text in (files or {f"{SLUG}/x.py": "X = 1\n"}).items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if relative.startswith("hooks/"):
+            path.chmod(0o755)
+    return root
+
+
+def png_bytes():
+    """A 1x1 PNG: not UTF-8 text (its signature starts with 0x89)."""
+
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", pixels)
+        + chunk(b"IEND", b"")
+    )
 
 
 def render(root, name, **answers):

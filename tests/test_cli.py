@@ -7,21 +7,10 @@ import tempfile
 
 import pytest
 from click.testing import CliRunner
+from helpers import invoke, tree
 
 from ddpgen import __version__
 from ddpgen.cli import main
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
-
-
-def snapshot(folder):
-    return {
-        path.relative_to(folder).as_posix(): path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
 
 
 def test_version_and_help():
@@ -59,9 +48,7 @@ def test_new_writes_the_project(tmp_path):
     )
     assert result.exit_code == 0
     project = tmp_path / "my-proj"
-    assert result.output.startswith(
-        f"wrote {len(snapshot(project))} files to {project}\n"
-    )
+    assert result.output.startswith(f"wrote {len(tree(project))} files to {project}\n")
     assert (project / "my_proj" / "model_parallel.py").is_file()
     assert (project / "my_proj" / "spawn.py").is_file()
     answers = json.loads((project / ".ddpgen.json").read_text())["answers"]
@@ -146,14 +133,14 @@ def test_existing_destination_is_left_untouched(tmp_path):
     project = tmp_path / "p"
     project.mkdir()
     (project / "train.py").write_text("mine\n")
-    before = snapshot(project)
+    before = tree(project)
     result = invoke("new", "p", "--output-dir", tmp_path)
     assert result.exit_code == 2
     assert result.output == (
         f"Error: destination {project} is not empty; pass --force to write the "
         "template's files into it (other files are kept)\n"
     )
-    assert snapshot(project) == before
+    assert tree(project) == before
 
 
 def test_force_overwrites_template_files_and_keeps_the_users(tmp_path):

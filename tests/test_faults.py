@@ -12,18 +12,19 @@ import torch
 from helpers import (
     PYTHON,
     SMALL_SYNTHETIC,
+    STEPS_PER_EPOCH,
     TORCHRUN,
     assert_same_weights,
     checkpoints,
     child_env,
     final_model,
     free_port,
+    kill_group,
     run,
     train,
 )
 
 INJECT = Path(__file__).parent / "faults" / "inject.py"
-STEPS_PER_EPOCH = 256 // (16 * 2)
 
 
 def cpu_flags(workdir, *flags):
@@ -156,13 +157,6 @@ def two_node_env(mode):
     if mode == "launch":
         return dict(RDZV_HOST="127.0.0.1", RDZV_PORT=free_port(), RDZV_ID="loopback")
     return dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port())
-
-
-def kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.mark.parametrize("mode", ["launch", "mp"])

@@ -2,17 +2,9 @@
 
 from pathlib import Path
 
-from helpers import load_tool
+from helpers import load_tool, tree
 
 ROOT = Path(__file__).parents[1]
-
-
-def tree(folder):
-    return {
-        path.relative_to(folder).as_posix(): path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts
-    }
 
 
 def test_generated_examples_match_a_fresh_render(tmp_path):

@@ -4,16 +4,14 @@ and update run from there."""
 
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tarfile
 import zipfile
-import zlib
 from pathlib import Path
 
 import pytest
-from helpers import write_example_template
+from helpers import png_bytes, write_example_template
 
 from ddpgen.files import template_files
 
@@ -58,23 +56,6 @@ def dists(tmp_path_factory):
 def fresh_venv(folder):
     succeeded(run([sys.executable, "-m", "venv", folder], cwd=folder.parent))
     return folder / "bin"
-
-
-def png_bytes():
-    """A 1x1 PNG: not UTF-8 text (its signature starts with 0x89)."""
-
-    def chunk(kind, data):
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    pixels = zlib.compress(b"\x00\xff\x00\x00")
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", pixels)
-        + chunk(b"IEND", b"")
-    )
 
 
 def template_with_image(root):

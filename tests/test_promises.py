@@ -7,14 +7,13 @@ import pytest
 import torch
 from helpers import (
     SMALL_SYNTHETIC,
+    STEPS_PER_EPOCH,
     assert_same_weights,
     checkpoints,
     final_model,
     import_generated,
     train,
 )
-
-STEPS_PER_EPOCH = 256 // (16 * 2)  # SMALL_SYNTHETIC on 2 processes
 
 
 def steps_in(folder):

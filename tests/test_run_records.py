@@ -6,9 +6,15 @@ import math
 
 import pytest
 import torch
-from helpers import SMALL_SYNTHETIC, checkpoints, final_model, import_generated, train
+from helpers import (
+    SMALL_SYNTHETIC,
+    STEPS_PER_EPOCH,
+    checkpoints,
+    final_model,
+    import_generated,
+    train,
+)
 
-STEPS_PER_EPOCH = 256 // (16 * 2)
 ADAMW_COSINE = [
     *SMALL_SYNTHETIC,
     *("--epochs", "2", "--log-every", "1"),

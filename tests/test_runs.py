@@ -9,6 +9,7 @@ import torch
 from helpers import (
     PYTHON,
     SMALL_SYNTHETIC,
+    STEPS_PER_EPOCH,
     assert_same_weights,
     checkpoints,
     child_env,
@@ -21,7 +22,6 @@ from helpers import (
 )
 
 ONE_EPOCH = ["--epochs", "1", *SMALL_SYNTHETIC]
-STEPS_PER_EPOCH = 256 // (16 * 2)  # train size / (batch x processes)
 
 
 def assert_contract(metrics, world_size):

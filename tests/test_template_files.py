@@ -10,32 +10,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from test_packaging import png_bytes
+from helpers import PACKAGE, SLUG, invoke, png_bytes, tree, write_template
+from helpers import TEMPLATE_NAMES as NAMES
 
-from ddpgen.cli import main
 from ddpgen.spec import builtin_template_dir
-
-SLUG = "{{cookiecutter.project_slug}}"
-PACKAGE = "{{cookiecutter.package_name}}"
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
 
 
 def one_line_error(result, code):
     assert result.exit_code == code, result.output
     assert result.output.startswith("Error: ") and result.output.count("\n") == 1
     return result.output
-
-
-def tree(folder):
-    return {
-        path.relative_to(folder).as_posix(): path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
 
 
 @pytest.fixture
@@ -194,7 +178,7 @@ def test_template_without_cookiecutter_json(tmp_path):
         invoke(
             "new", "p", "--output-dir", tmp_path / "out", "--template", tmp_path / "t"
         ),
-        1,
+        2,
     )
     assert "cookiecutter.json: missing (not a cookiecutter template)" in output
     assert not (tmp_path / "out").exists()
@@ -206,7 +190,7 @@ def test_unreadable_template_file(fork, tmp_path):
     broken.symlink_to(tmp_path / "gone")  # a link to nothing: unreadable
     out = tmp_path / "out"
     output = one_line_error(
-        invoke("new", "p", "--output-dir", out, "--template", fork), 1
+        invoke("new", "p", "--output-dir", out, "--template", fork), 2
     )
     assert f"{broken}: cannot read template file" in output
     assert not out.exists()
@@ -218,7 +202,7 @@ def test_template_file_without_read_permission(fork, tmp_path):
     locked.chmod(0)
     out = tmp_path / "out"
     output = one_line_error(
-        invoke("new", "p", "--output-dir", out, "--template", fork), 1
+        invoke("new", "p", "--output-dir", out, "--template", fork), 2
     )
     assert "cannot read template file" in output
 
@@ -308,22 +292,6 @@ def test_names_that_collide_with_the_template(tmp_path, name, clash):
 # Malformed templates
 
 
-def write_template(root, context, files=None):
-    (root / SLUG).mkdir(parents=True)
-    (root / "cookiecutter.json").write_text(json.dumps(context))
-    for relative, text in (files or {"x.py": "X = 1\n"}).items():
-        path = (
-            root / SLUG / relative
-            if not relative.startswith("hooks/")
-            else root / relative
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        path.chmod(0o755)
-    return root
-
-
-NAMES = {"project_name": "x", "project_slug": "x", "package_name": "x"}
 RULE = {"if": {"a": "1"}, "require": {"b": ["2"]}, "because": "why"}
 MALFORMED = {
     "constraint-without-because": (
@@ -344,13 +312,13 @@ MALFORMED = {
 @pytest.mark.parametrize("command", ["new", "options", "check"])
 def test_malformed_template_is_one_line(tmp_path, kind, command):
     extra, expected = MALFORMED[kind]
-    template = write_template(tmp_path / "t", NAMES | extra)
+    template = write_template(tmp_path / "t", context=NAMES | extra)
     args = {
         "new": ["new", "p", "--output-dir", tmp_path / "out", "--template", template],
         "options": ["options", "--template", template],
         "check": ["check", template],
     }[command]
-    output = one_line_error(invoke(*args), 1)
+    output = one_line_error(invoke(*args), 2)
     assert f"{template / 'cookiecutter.json'}: {expected}" in output
     assert not (tmp_path / "out").exists()
 
@@ -358,11 +326,10 @@ def test_malformed_template_is_one_line(tmp_path, kind, command):
 def test_failing_shell_hook_is_named(tmp_path):
     template = write_template(
         tmp_path / "t",
-        NAMES,
-        {"x.py": "X = 1\n", "hooks/pre_gen_project.sh": "#!/bin/sh\nexit 4\n"},
+        {f"{SLUG}/x.py": "X = 1\n", "hooks/pre_gen_project.sh": "#!/bin/sh\nexit 4\n"},
     )
     output = one_line_error(
-        invoke("new", "p", "--output-dir", tmp_path / "out", "--template", template), 1
+        invoke("new", "p", "--output-dir", tmp_path / "out", "--template", template), 2
     )
     assert output.startswith(f"Error: {template}/hooks/pre_gen_project.sh: ")
     assert "exit status: 4" in output
@@ -378,10 +345,10 @@ def test_failing_shell_hook_is_named(tmp_path):
 )
 def test_jinja_errors_in_a_hook_name_the_hook(tmp_path, hook, expected):
     template = write_template(
-        tmp_path / "t", NAMES, {"x.py": "X = 1\n", "hooks/post_gen_project.py": hook}
+        tmp_path / "t", {f"{SLUG}/x.py": "X = 1\n", "hooks/post_gen_project.py": hook}
     )
     output = one_line_error(
-        invoke("new", "p", "--output-dir", tmp_path / "out", "--template", template), 1
+        invoke("new", "p", "--output-dir", tmp_path / "out", "--template", template), 2
     )
     assert output.startswith(f"Error: {template}/hooks/post_gen_project.py")
     assert expected in output
@@ -389,7 +356,9 @@ def test_jinja_errors_in_a_hook_name_the_hook(tmp_path, hook, expected):
 
 
 def test_options_of_another_template_show_the_set_spelling(tmp_path):
-    template = write_template(tmp_path / "t", NAMES | {"backend": ["gloo", "nccl"]})
+    template = write_template(
+        tmp_path / "t", context=NAMES | {"backend": ["gloo", "nccl"]}
+    )
     output = invoke("options", "--template", template).output
     assert output.splitlines()[0] == "--set backend=VALUE {gloo|nccl}  default: gloo"
     result = invoke(
@@ -408,7 +377,7 @@ def test_options_of_another_template_show_the_set_spelling(tmp_path):
 def test_check_with_every_combination_excluded_fails(tmp_path):
     rule = {"if": {"a": "x"}, "require": {"a": ["y"]}, "because": "never x"}
     template = write_template(
-        tmp_path / "t", NAMES | {"a": ["x"], "_constraints": [rule]}
+        tmp_path / "t", context=NAMES | {"a": ["x"], "_constraints": [rule]}
     )
     output = one_line_error(invoke("check", template), 1)
     assert "exclude every combination; nothing to check" in output
@@ -422,6 +391,6 @@ def test_next_hint_is_shell_quoted(tmp_path):
 
 
 def test_no_readme_hint_for_a_template_without_a_readme(tmp_path):
-    template = write_template(tmp_path / "t", NAMES)
+    template = write_template(tmp_path / "t")
     result = invoke("new", "p", "--output-dir", tmp_path, "--template", template)
     assert result.output == f"wrote 3 files to {tmp_path / 'p'}\n"

@@ -5,29 +5,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers import SLUG, invoke, write_template
 
-from ddpgen.cli import main
 from ddpgen.spec import builtin_template_dir
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
-
-
-def write_template(root, files, context=None):
-    """A small cookiecutter template: {relative path: text} under the slug folder."""
-    root.mkdir(parents=True)
-    context = context or {"project_name": "x", "project_slug": "x", "package_name": "x"}
-    (root / "cookiecutter.json").write_text(json.dumps(context))
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
-SLUG = "{{cookiecutter.project_slug}}"
 
 
 @pytest.fixture

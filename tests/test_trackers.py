@@ -6,9 +6,16 @@ import json
 import os
 
 import pytest
-from helpers import PYTHON, SMALL_SYNTHETIC, child_env, package, run, train
+from helpers import (
+    PYTHON,
+    SMALL_SYNTHETIC,
+    STEPS_PER_EPOCH,
+    child_env,
+    package,
+    run,
+    train,
+)
 
-STEPS_PER_EPOCH = 256 // (16 * 2)
 FLAGS = [*SMALL_SYNTHETIC, "--log-every", "1"]
 
 

@@ -9,6 +9,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from torchvision import datasets, transforms
 
 from .config import ConfigError
+from .distributed import processes
 
 CHANNELS = 3
 
@@ -23,8 +24,11 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 def image_folder(path, transform):
     if not path.is_dir():
-        raise SystemExit(f"no image folder at {path}: expected {path}/<class>/<image>")
-    return datasets.ImageFolder(path, transform=transform)
+        raise ConfigError(f"no image folder at {path}: expected {path}/<class>/<image>")
+    try:
+        return datasets.ImageFolder(path, transform=transform)
+    except FileNotFoundError as error:  # class folders without images
+        raise ConfigError(f"{path}: {error}") from None
 
 
 def build_datasets(config, placement):
@@ -36,7 +40,7 @@ def build_datasets(config, placement):
     train = image_folder(root / "train", train_transform)
     evaluation = image_folder(root / "val", eval_transform)
     if evaluation.classes != train.classes:
-        raise SystemExit(f"{root}/val must hold the same class folders as train/")
+        raise ConfigError(f"{root}/val must hold the same class folders as train/")
     return train, evaluation
 
 
@@ -139,7 +143,7 @@ def build_loaders(config, placement, device, train_set, eval_set):
     if sampler.num_samples < config.batch_size:
         raise ConfigError(
             f"{len(train_set)} training samples give each of the "
-            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"{processes(placement.world_size)} {sampler.num_samples} per epoch, "
             f"fewer than --batch-size {config.batch_size}: nothing would train"
         )
     train_set = SeededAugmentation(train_set, config.seed)

@@ -43,7 +43,7 @@ class Trainer:
         self.metrics_log = MetricsLog(config.run_dir, enabled=placement.is_main)
         self.saved_at_step = None
         self.evaluated_at_step = None
-        self.preempted = False  # SIGTERM: save within the grace period, no more
+        self.preempted = False  # a stop signal: save within the grace period
         self.last_checkpoint = None
         self.eval_metrics = {}
 
@@ -68,7 +68,7 @@ class Trainer:
         with self.metrics_log.opened(self.config, self.step):
             while self.epoch < self.config.epochs and not self._reached_max_steps():
                 if self._run_epoch():
-                    break  # --max-steps or SIGTERM
+                    break  # --max-steps or a stop signal
                 if self._due(self.config.save_every):
                     self.save_checkpoint()
                 if self._due(self.config.eval_every):
@@ -152,7 +152,7 @@ class Trainer:
         self.throughput.count(len(inputs) * self.placement.world_size)
 
     def _optimizer_step(self):
-        lr = self.scheduler.get_last_lr()[0]  # this step's
+        lr = self.optimizer.param_groups[0]["lr"]  # this step's
         if self.config.clip_grad_norm > 0:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients
             torch.nn.utils.clip_grad_norm_(
@@ -190,12 +190,17 @@ class Trainer:
         if self._reached_max_steps():
             return True
         if self.stop_request.agreed():
-            self.log(f"SIGTERM: stopping at step {self.step} to save a checkpoint")
+            self.log(
+                f"{self.stop_request.signal_name or 'a signal'}: stopping at step "
+                f"{self.step} to save a checkpoint (a second Ctrl-C quits at once)"
+            )
             self.preempted = True
             return True
         return False
 
     def evaluate(self):
+        if not len(self.eval_loader.dataset):
+            return  # --eval-size 0: no evaluation
         devices = (self.input_device, self.output_device)
         metrics = evaluate(self.model, self.eval_loader, self.autocast, devices)
         self.evaluated_at_step = self.step

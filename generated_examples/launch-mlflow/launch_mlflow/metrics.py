@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from .tracking import Tracker
+from .tracking import Tracker, check_installed
 
 FILE_NAME = "metrics.jsonl"
 
@@ -26,6 +26,7 @@ class MetricsLog:
         self.path = Path(run_dir) / FILE_NAME
         self.enabled = enabled
         self.tracker = None
+        check_installed()
 
     @contextlib.contextmanager
     def opened(self, config, step):

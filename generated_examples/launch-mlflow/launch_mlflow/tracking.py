@@ -8,10 +8,27 @@ import os
 import time
 from pathlib import Path
 
-from mlflow.entities import Metric, Param
-from mlflow.tracking import MlflowClient
+from .config import ConfigError
+
+try:  # installed with the project (pip install -e .); checked by check_installed
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+except ImportError as error:
+    missing = (error.name or "mlflow").partition(".")[0]
+else:
+    missing = None
 
 PROJECT = "launch-mlflow"
+
+
+def check_installed():
+    """Every rank, before training: a missing package is one line, not a
+    traceback on rank 0 alone."""
+    if missing:
+        raise ConfigError(
+            f"the mlflow tracker needs the {missing} package: pip install -e ."
+            f" installs the project's dependencies (or pip install {missing})"
+        )
 
 
 def metric_values(record):

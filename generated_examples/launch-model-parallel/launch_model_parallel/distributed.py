@@ -16,6 +16,7 @@ import torch.distributed as dist
 # ("terminate called without an active exception").
 import torch.distributed.nn.functional  # noqa: F401
 
+from .config import ConfigError
 from .model_parallel import stage_devices
 
 
@@ -30,6 +31,10 @@ class Placement:
     def is_main(self):
         """Global rank 0 alone writes files and logs: local rank 0 exists per node."""
         return self.rank == 0
+
+
+def processes(count):
+    return f"{count} process" if count == 1 else f"{count} processes"
 
 
 def placement_from_env(local_rank_flag=0):
@@ -48,7 +53,7 @@ def visible_gpus(device_flag):
         return 0
     count = torch.cuda.device_count()
     if device_flag == "cuda" and count == 0:
-        raise SystemExit("--device cuda: no CUDA device is visible")
+        raise ConfigError("--device cuda: no CUDA device is visible")
     return count
 
 
@@ -65,7 +70,7 @@ def pick_backend(requested, device):
     if requested == "auto":
         return "nccl" if device.type == "cuda" else "gloo"
     if requested == "nccl" and device.type != "cuda":
-        raise SystemExit("--backend nccl needs CUDA devices; use gloo on CPU")
+        raise ConfigError("--backend nccl needs CUDA devices; use gloo on CPU")
     return requested
 
 
@@ -102,7 +107,7 @@ def agent_store(placement, timeout):
     """
     agents = int(os.environ.get("GROUP_WORLD_SIZE", 1))
     if agents > 1 and int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", 0)) > 0:
-        raise SystemExit(SHARED_STORE_RESTARTS)
+        raise ConfigError(SHARED_STORE_RESTARTS)
     store = dist.TCPStore(
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),

@@ -4,12 +4,15 @@ On a node with G GPUs, G // 2 processes run; local rank r owns GPUs 2r and 2r+1.
 DDP wraps the split model without device_ids: it spans two devices.
 """
 
+import itertools
 from collections import OrderedDict
 
 from torch import nn
 
+from .config import ConfigError
 
-class LayoutError(SystemExit):
+
+class LayoutError(ConfigError):
     """The node's GPUs cannot hold the requested processes."""
 
 
@@ -45,6 +48,27 @@ def stage_devices(local_rank, local_world_size, gpu_count, share_gpu=False):
     return f"cuda:{first}", f"cuda:{first + per_process - 1}"
 
 
+def check_splittable(model):
+    """The split runs the model's layers in order and nothing else: a model
+    with its own forward (residuals, activations, reshapes) or its own
+    parameters would train as another model, silently."""
+    name = type(model).__name__
+    if type(model).forward is not nn.Sequential.forward:
+        raise ConfigError(
+            f"model parallelism splits an nn.Sequential between its layers, but "
+            f"build_model returned a {name} whose forward would never run: "
+            "return an nn.Sequential of layers that run in order (model.py shows one)"
+        )
+    own = model.named_parameters(recurse=False), model.named_buffers(recurse=False)
+    outside = [key for key, _ in itertools.chain(*own)]
+    if outside:
+        raise ConfigError(
+            f"model parallelism splits {name} between its layers, and "
+            f"{', '.join(outside)} belong to no layer, so would not train: "
+            "move them into one of its layers"
+        )
+
+
 class TwoStageSequential(nn.Sequential):
     """A Sequential whose layers from `split_at` on live on a second device.
 
@@ -53,6 +77,7 @@ class TwoStageSequential(nn.Sequential):
     """
 
     def __init__(self, model, split_at, devices):
+        check_splittable(model)
         super().__init__(OrderedDict(model.named_children()))
         self.split_at = split_at
         self.devices = devices

@@ -6,9 +6,10 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from . import checkpoint
+from . import checkpoint, optim
 from .agreement import raise_if_any_failed
 from .config import ConfigError
+from .distributed import processes
 
 
 def save(trainer):
@@ -65,22 +66,30 @@ def resume(trainer):
                 "checkpoint folder: put it on shared storage)"
             )
     raise_if_any_failed(error, trainer.placement)
-    restore(trainer, state)
+    restore(trainer, state, path)
     trainer.last_checkpoint = path
     trainer.log(f"resumed from {path}: epoch {trainer.epoch}, step {trainer.step}")
-    for change in changed_settings(state.get("config", {}), trainer.config):
+    for change in changed_settings(state, trainer.config, trainer.placement):
         trainer.log(change)
 
 
-def changed_settings(saved, config):
-    """One line per setting that differs from the checkpoint's."""
-    now = dataclasses.asdict(config)
-    return [
+def changed_settings(state, config, placement):
+    """One line per setting that differs from the checkpoint's, the number of
+    processes included."""
+    saved, now = state.get("config", {}), dataclasses.asdict(config)
+    changes = [
         f"setting {name} differs from the checkpoint's: {saved[name]!r} then, "
         f"{now[name]!r} now"
         for name in now
         if name in saved and name != "resume" and saved[name] != now[name]
     ]
+    then, now = state["world_size"], placement.world_size
+    if then != now:
+        changes.append(
+            f"world size differs from the checkpoint's: {processes(then)} then, "
+            f"{processes(now)} now"
+        )
+    return changes
 
 
 def agreed_resume_point(trainer):
@@ -101,22 +110,29 @@ def agreed_resume_point(trainer):
                 trainer.log(
                     f"moved checkpoints past step {start_step} (another run) to {aside}"
                 )
-        except SystemExit as error:
+        except ConfigError as error:
             choice = [None, str(error)]
         except OSError as error:
             choice = [None, f"{config.checkpoint_folder}: {error}"]
     dist.broadcast_object_list(choice, src=0)
     path, error = choice
     if error:
-        raise SystemExit(error)
+        raise ConfigError(error)
     return path, state
 
 
-def restore(trainer, state):
+def restore(trainer, state, path):
     check_same_shards(state, trainer.placement, trainer.config.batch_size)
-    checkpoint.unwrap(trainer.model).load_state_dict(state["model"])
-    trainer.optimizer.load_state_dict(state["optimizer"])
-    trainer.scheduler.load_state_dict(state["scheduler"])
+    try:
+        checkpoint.unwrap(trainer.model).load_state_dict(state["model"])
+    except RuntimeError as error:  # missing, unexpected or mis-shaped weights
+        raise ConfigError(
+            f"{path} holds another model's weights ({weights_mismatch(error)}): "
+            "resume a checkpoint of this model, or start fresh with --resume none"
+        ) from None
+    optim.restore(
+        trainer.optimizer, trainer.scheduler, state["optimizer"], state["scheduler"]
+    )
     if state["scaler"]:  # empty when saved with --amp off or bf16
         trainer.scaler.load_state_dict(state["scaler"])
     trainer.epoch = state["epoch"]
@@ -125,6 +141,12 @@ def restore(trainer, state):
     trainer.saved_at_step = trainer.step
     rng_states = state["rng"]
     set_rng_state(rng_states[trainer.placement.rank % len(rng_states)])
+
+
+def weights_mismatch(error):
+    """The first problem load_state_dict names, in one short line."""
+    problems = str(error).splitlines()[1:] or [str(error)]
+    return problems[0].strip().rstrip(".")[:160]
 
 
 def check_same_shards(state, placement, batch_size):
@@ -136,9 +158,9 @@ def check_same_shards(state, placement, batch_size):
     now = (placement.world_size, batch_size)
     if saved != now:
         raise ConfigError(
-            f"the checkpoint was saved mid-epoch by {saved[0]} processes at "
+            f"the checkpoint was saved mid-epoch by {processes(saved[0])} at "
             f"--batch-size {saved[1]}; resume it with the same, or resume an "
-            f"epoch-end checkpoint ({now[0]} processes, --batch-size {now[1]} now)"
+            f"epoch-end checkpoint ({processes(now[0])}, --batch-size {now[1]} now)"
         )
 
 

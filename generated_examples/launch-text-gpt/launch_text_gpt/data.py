@@ -9,6 +9,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from .config import ConfigError
+from .distributed import processes
 from .tokens import corpus_files, load, prepare
 
 
@@ -132,7 +133,7 @@ def build_loaders(config, placement, device, train_set, eval_set):
     if sampler.num_samples < config.batch_size:
         raise ConfigError(
             f"{len(train_set)} training samples give each of the "
-            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"{processes(placement.world_size)} {sampler.num_samples} per epoch, "
             f"fewer than --batch-size {config.batch_size}: nothing would train"
         )
     # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.

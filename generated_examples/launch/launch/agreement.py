@@ -1,7 +1,9 @@
 """What the ranks agree on: a stop, a failure, sums, and that replicas match.
 Each function here is a collective: every rank calls it, in the same order."""
 
+import os
 import signal
+import time
 
 import torch
 import torch.distributed as dist
@@ -15,8 +17,28 @@ def control_group(backend):
     return dist.new_group(backend="gloo") if backend != "gloo" else None
 
 
+# A launcher passes the terminal's Ctrl-C on to workers that got it already:
+# SIGINTs this close together are one press.
+SAME_PRESS_S = 1.0
+QUIT_NOW = 130  # the shell's code for a run ended by SIGINT
+
+
+class CtrlC:
+    """The first Ctrl-C asks for a stop with a checkpoint; a later one quits."""
+
+    def __init__(self):
+        self.first = None
+
+    def is_second_press(self):
+        now = time.monotonic()
+        if self.first is None:
+            self.first = now
+        return now - self.first > SAME_PRESS_S
+
+
 class StopRequest:
-    """SIGTERM (Slurm preemption, torchrun shutdown) asks the job to stop.
+    """SIGTERM (Slurm preemption, torchrun shutdown) or a first Ctrl-C asks the
+    job to stop; a second Ctrl-C ends it at once, without a checkpoint.
 
     Ranks receive the signal at slightly different times, so they agree before
     stopping: a rank that stopped alone would leave its peers in a collective.
@@ -29,10 +51,16 @@ class StopRequest:
         self.group = group
         self.requested = False
         self.pending = None  # (flag, work) of the check in flight
+        self.signal_name = None
+        self.ctrl_c = CtrlC()
         signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum, frame):
+        if signum == signal.SIGINT and self.ctrl_c.is_second_press():
+            os._exit(QUIT_NOW)
         self.requested = True
+        self.signal_name = self.signal_name or signal.Signals(signum).name
 
     def agreed(self):
         """Whether any rank had a request when the previous check started."""

@@ -6,8 +6,8 @@ import sys
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from .agreement import StopRequest, control_group
-from .config import ConfigError
+from .agreement import QUIT_NOW, StopRequest, control_group
+from .config import ConfigError, exit_for
 from .constraints import static_graph_wanted
 from .data import build_datasets, build_loaders, output_size
 from .distributed import pick_backend, pick_devices, process_group, share_cpu_threads
@@ -18,6 +18,22 @@ from .trainer import Trainer
 
 
 def run(config, placement, store=None):
+    try:
+        summary = start_and_train(config, placement, store)
+    except ConfigError as error:  # every rank finds it: all exit alike
+        exit_for(error, printer=placement.is_main)
+    except Diverged as error:
+        if placement.is_main:
+            print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:  # Ctrl-C before training: nothing to save
+        raise SystemExit(QUIT_NOW) from None
+    if placement.is_main and config.metrics_file:
+        write_atomically(config.metrics_file, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def start_and_train(config, placement, store):
     share_cpu_threads(placement.local_world_size)
     devices = pick_devices(config, placement)  # checks the GPU layout first
     backend = pick_backend(config.backend, devices[0])
@@ -28,16 +44,8 @@ def run(config, placement, store=None):
         # keep matching the one-process result.
         torch.backends.cuda.matmul.allow_tf32 = config.tf32
         torch.backends.cudnn.allow_tf32 = config.tf32
-    try:
-        with process_group(backend, placement, config.dist_timeout, store, devices[0]):
-            summary = train(config, placement, devices, backend)
-    except (ConfigError, Diverged) as error:  # every rank finds it: all exit alike
-        if placement.is_main:
-            print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None
-    if placement.is_main and config.metrics_file:
-        write_atomically(config.metrics_file, json.dumps(summary, indent=2) + "\n")
-    return summary
+    with process_group(backend, placement, config.dist_timeout, store, devices[0]):
+        return train(config, placement, devices, backend)
 
 
 def train(config, placement, devices, backend):

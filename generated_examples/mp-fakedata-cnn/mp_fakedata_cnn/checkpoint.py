@@ -10,13 +10,14 @@ checkpoints past its starting step belong to another run and are moved into
 """
 
 import os
+import sys
 import time
-import warnings
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from .config import ConfigError
 from .distributed import first_line
 
 PREFIXES = ("module.", "_orig_mod.")  # added by DDP and by torch.compile
@@ -104,7 +105,7 @@ def load(path):
     except Exception as error:  # torch raises many kinds for a foreign file
         raise ValueError(
             f"not a checkpoint saved by torch.save ({type(error).__name__}: "
-            f"{first_line(error)})"
+            f"{first_line(error).split('. ')[0]})"
         ) from error
     missing = REQUIRED_KEYS - state.keys() if isinstance(state, dict) else REQUIRED_KEYS
     if missing:
@@ -119,9 +120,7 @@ def newest_loadable(directory):
         try:
             return path, load(path)
         except Exception as error:  # truncated, corrupt or foreign: try the previous
-            warnings.warn(
-                f"skipping unreadable checkpoint {path}: {error}", stacklevel=2
-            )
+            print(f"skipping unreadable checkpoint {path}: {error}", file=sys.stderr)
     return None, None
 
 
@@ -134,6 +133,5 @@ def find_resume_point(resume, directory):
     try:
         return Path(resume), load(resume)
     except ValueError as error:
-        raise SystemExit(
-            f"--resume {resume}: cannot load checkpoint: {error}"
-        ) from None
+        message = f"--resume {resume}: cannot load checkpoint: {error}"
+        raise ConfigError(message) from None

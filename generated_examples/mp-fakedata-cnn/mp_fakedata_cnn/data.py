@@ -7,6 +7,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Sampler
 from torchvision import datasets, transforms
 
 from .config import ConfigError
+from .distributed import processes
 
 CHANNELS = 3
 
@@ -84,7 +85,7 @@ def build_loaders(config, placement, device, train_set, eval_set):
     if sampler.num_samples < config.batch_size:
         raise ConfigError(
             f"{len(train_set)} training samples give each of the "
-            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"{processes(placement.world_size)} {sampler.num_samples} per epoch, "
             f"fewer than --batch-size {config.batch_size}: nothing would train"
         )
     # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.

@@ -16,6 +16,8 @@ import torch.distributed as dist
 # ("terminate called without an active exception").
 import torch.distributed.nn.functional  # noqa: F401
 
+from .config import ConfigError
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -28,6 +30,10 @@ class Placement:
     def is_main(self):
         """Global rank 0 alone writes files and logs: local rank 0 exists per node."""
         return self.rank == 0
+
+
+def processes(count):
+    return f"{count} process" if count == 1 else f"{count} processes"
 
 
 def placement_from_env(local_rank_flag=0):
@@ -46,7 +52,7 @@ def visible_gpus(device_flag):
         return 0
     count = torch.cuda.device_count()
     if device_flag == "cuda" and count == 0:
-        raise SystemExit("--device cuda: no CUDA device is visible")
+        raise ConfigError("--device cuda: no CUDA device is visible")
     return count
 
 
@@ -56,7 +62,7 @@ def pick_devices(config, placement):
     if gpus == 0:
         return torch.device("cpu"), torch.device("cpu")
     if placement.local_world_size > gpus:
-        raise SystemExit(
+        raise ConfigError(
             f"{placement.local_world_size} processes on this node but {gpus} GPUs: "
             f"start at most {gpus} (one per GPU)"
         )
@@ -68,7 +74,7 @@ def pick_backend(requested, device):
     if requested == "auto":
         return "nccl" if device.type == "cuda" else "gloo"
     if requested == "nccl" and device.type != "cuda":
-        raise SystemExit("--backend nccl needs CUDA devices; use gloo on CPU")
+        raise ConfigError("--backend nccl needs CUDA devices; use gloo on CPU")
     return requested
 
 
@@ -105,7 +111,7 @@ def agent_store(placement, timeout):
     """
     agents = int(os.environ.get("GROUP_WORLD_SIZE", 1))
     if agents > 1 and int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", 0)) > 0:
-        raise SystemExit(SHARED_STORE_RESTARTS)
+        raise ConfigError(SHARED_STORE_RESTARTS)
     store = dist.TCPStore(
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),

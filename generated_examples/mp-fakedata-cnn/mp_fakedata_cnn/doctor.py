@@ -31,6 +31,7 @@ from .distributed import (
     pick_backend,
     pick_devices,
     process_group,
+    processes,
 )
 from .spawn import spawn
 
@@ -195,7 +196,7 @@ def report(config, placement, devices, backend):
         print(f"GPUs on this node: none; {os.cpu_count()} CPU cores")
     used = list(dict.fromkeys(map(str, devices)))
     print(
-        f"layout: {placement.world_size} processes, {placement.local_world_size} on "
+        f"layout: {processes(placement.world_size)}, {placement.local_world_size} on "
         f"this node; rank 0 uses {', '.join(used)}"
         + (f" ({len(used)} devices per process)" if len(used) > 1 else "")
     )

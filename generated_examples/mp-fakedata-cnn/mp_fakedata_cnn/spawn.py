@@ -1,5 +1,6 @@
 """`python train.py` starts its own workers: one per GPU (2 on CPU)."""
 
+import logging
 import multiprocessing
 import os
 import signal
@@ -9,12 +10,38 @@ from datetime import timedelta
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from .agreement import QUIT_NOW, CtrlC
+from .config import ConfigError, exit_for
 from .distributed import Placement, first_line, visible_gpus
 from .worker import run
 
 
 def spawn(config, entry=run):
     """Start this node's processes; each calls entry(config, placement, store)."""
+    try:
+        context, store = start(config, entry)  # the store lives as long as the job
+    except ConfigError as error:
+        exit_for(error)
+    except KeyboardInterrupt:
+        raise SystemExit(QUIT_NOW) from None
+    # Not torch's "Terminating process" warnings: a worker's error says enough.
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
+    try:
+        while not context.join():
+            pass
+    except mp.ProcessExitedException as error:
+        # 2: the worker said which setting is wrong; QUIT_NOW: Ctrl-C.
+        if error.exit_code not in (2, QUIT_NOW):
+            print(
+                f"worker {error.error_index} exited with code {error.exit_code}",
+                file=sys.stderr,
+            )
+        raise SystemExit(max(error.exit_code, 1)) from None
+    except mp.ProcessRaisedException as error:
+        raise SystemExit(str(error)) from None
+
+
+def start(config, entry):
     gpus = visible_gpus(config.device)
     nprocs = config.nprocs or default_nprocs(config, gpus)
     store = host_store(config) if config.node_rank == 0 else None
@@ -22,20 +49,8 @@ def spawn(config, entry=run):
     context = mp.start_processes(
         worker, args=(config, nprocs, port, entry), nprocs=nprocs, join=False
     )
-    forward_sigterm(context.processes)
-    try:
-        while not context.join():
-            pass
-    except mp.ProcessExitedException as error:
-        # The worker printed its own error; say which one stopped the job and
-        # keep its exit code (2: the settings cannot work).
-        print(
-            f"worker {error.error_index} exited with code {error.exit_code}",
-            file=sys.stderr,
-        )
-        raise SystemExit(max(error.exit_code, 1)) from None
-    except mp.ProcessRaisedException as error:
-        raise SystemExit(str(error)) from None
+    forward_stop_signals(context.processes)
+    return context, store
 
 
 def default_nprocs(config, gpus):
@@ -56,21 +71,27 @@ def host_store(config):
             timeout=timedelta(seconds=config.dist_timeout),
         )
     except RuntimeError as error:
-        raise SystemExit(
+        raise ConfigError(
             f"cannot listen on {config.master_addr}:{config.master_port} "
             f"({first_line(error)}): choose another --master-port"
         ) from None
 
 
-def forward_sigterm(processes):
-    """Pass SIGTERM to the workers, which save a checkpoint and exit 0."""
+def forward_stop_signals(processes):
+    """SIGTERM and a first Ctrl-C: the workers save a checkpoint and exit 0.
+    A second Ctrl-C ends them at once."""
+    ctrl_c = CtrlC()
 
     def forward(signum, frame):
+        quit_now = signum == signal.SIGINT and ctrl_c.is_second_press()
         for process in processes:
             if process.is_alive():
-                os.kill(process.pid, signal.SIGTERM)
+                os.kill(process.pid, signal.SIGKILL if quit_now else signal.SIGTERM)
+        if quit_now:
+            os._exit(QUIT_NOW)
 
     signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
 
 
 def worker(local_rank, config, nprocs, port, entry):

@@ -4,7 +4,24 @@ same run folder begins a new one."""
 
 from pathlib import Path
 
-from torch.utils.tensorboard import SummaryWriter
+from .config import ConfigError
+
+try:  # installed with the project (pip install -e .); checked by check_installed
+    from torch.utils.tensorboard import SummaryWriter
+except ImportError as error:
+    missing = (error.name or "tensorboard").partition(".")[0]
+else:
+    missing = None
+
+
+def check_installed():
+    """Every rank, before training: a missing package is one line, not a
+    traceback on rank 0 alone."""
+    if missing:
+        raise ConfigError(
+            f"the tensorboard tracker needs the {missing} package: pip install -e ."
+            f" installs the project's dependencies (or pip install {missing})"
+        )
 
 
 def metric_values(record):

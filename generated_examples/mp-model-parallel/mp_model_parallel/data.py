@@ -6,6 +6,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
 
 from .config import ConfigError
+from .distributed import processes
 
 FEATURES = 10
 TARGETS = 5
@@ -86,7 +87,7 @@ def build_loaders(config, placement, device, train_set, eval_set):
     if sampler.num_samples < config.batch_size:
         raise ConfigError(
             f"{len(train_set)} training samples give each of the "
-            f"{placement.world_size} processes {sampler.num_samples} per epoch, "
+            f"{processes(placement.world_size)} {sampler.num_samples} per epoch, "
             f"fewer than --batch-size {config.batch_size}: nothing would train"
         )
     # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.

@@ -2,6 +2,7 @@
 
 import argparse
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,8 +11,15 @@ from .constraints import config_problem
 
 
 class ConfigError(Exception):
-    """Settings that cannot work with this data or job (found once the data is
-    loaded): rank 0 prints the one-line message and every rank exits 2."""
+    """A user mistake (settings, files, this machine's devices) found after the
+    command line is parsed: one line, printed once, and exit 2 (exit_for)."""
+
+
+def exit_for(error, printer=True):
+    """Every process exits 2; only `printer` (global rank 0) says why."""
+    if printer:
+        print(f"error: {error}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def option(default, help, choices=None, minimum=None, maximum=None):

@@ -19,6 +19,10 @@ def read_settings(path, fields):
     except OSError as error:
         reason = error.strerror
         raise ConfigFileError(f"cannot read --config {path}: {reason}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigFileError(
+            f"--config {path}: not UTF-8 text (byte {error.start})"
+        ) from None
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         line = f" (line {where.line + 1})" if where else ""

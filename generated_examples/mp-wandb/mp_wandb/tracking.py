@@ -7,9 +7,26 @@ import json
 import uuid
 from pathlib import Path
 
-import wandb
+from .config import ConfigError
+
+try:  # installed with the project (pip install -e .); checked by check_installed
+    import wandb
+except ImportError as error:
+    missing = (error.name or "wandb").partition(".")[0]
+else:
+    missing = None
 
 PROJECT = "mp-wandb"
+
+
+def check_installed():
+    """Every rank, before training: a missing package is one line, not a
+    traceback on rank 0 alone."""
+    if missing:
+        raise ConfigError(
+            f"the wandb tracker needs the {missing} package: pip install -e ."
+            f" installs the project's dependencies (or pip install {missing})"
+        )
 
 
 def metric_values(record):

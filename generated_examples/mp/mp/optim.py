@@ -63,6 +63,22 @@ def lr_factor(schedule, warmup_steps, decay_steps, min_ratio):
     return factor
 
 
+def restore(optimizer, scheduler, optimizer_state, scheduler_state):
+    """The checkpoint's moments and position in the schedule, with this run's
+    settings (--lr, --weight-decay, momentum, betas, the schedule): a resume
+    that changes one means the change from the next step on."""
+    settings = [
+        {key: value for key, value in group.items() if key != "params"}
+        for group in optimizer.param_groups
+    ]
+    optimizer.load_state_dict(optimizer_state)
+    for group, setting in zip(optimizer.param_groups, settings, strict=True):
+        group.update(setting)
+    scheduler.last_epoch = scheduler_state["last_epoch"]
+    for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas, strict=True):
+        group["lr"] = group["initial_lr"] * factor(scheduler.last_epoch)
+
+
 def steps_per_epoch(batches_per_epoch, grad_accum):
     """Optimizer steps in a full epoch: a shorter last group still steps."""
     return math.ceil(batches_per_epoch / grad_accum)
