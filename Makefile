@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: demo test test-pythons test-slurm test-gpu soak examples bench bench-gpu clean
+.PHONY: demo test test-bench test-pythons test-slurm test-gpu soak examples bench bench-gpu clean
 
 $(BIN)/ddpgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,11 @@ demo: $(BIN)/ddpgen
 	cat $(DEMO)/ddp-demo/metrics.json
 
 test: $(BIN)/ddpgen
-	$(BIN)/pytest -q --durations=15
+	$(BIN)/pytest -q --durations=15 -m "not bench"
+
+# The benchmarks' own code on a small run each (about 3 minutes; CI runs it).
+test-bench: $(BIN)/ddpgen
+	$(BIN)/pytest -q -m bench -rs
 
 # The generator's tests (no torch) on every supported Python; a version whose
 # interpreter is missing here is skipped, saying so.

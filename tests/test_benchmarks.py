@@ -1,5 +1,6 @@
 """The benchmarks run (their figures are recorded in benchmarks/results.md, never
-asserted: these machines are shared and noisy)."""
+asserted: these machines are shared and noisy). They test the benchmarks' code,
+not the product: `make test-bench` runs them (CI does), `make test` does not."""
 
 import json
 import re
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from helpers import run
+
+pytestmark = pytest.mark.bench
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"

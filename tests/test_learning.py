@@ -19,17 +19,16 @@ def digits(tmp_path_factory):
 
 
 @pytest.mark.timeout(600)
-def test_cnn_defaults_learn_digits_and_two_processes_match_one(
-    projects, digits, tmp_path
-):
-    """scikit-learn's digits as an image folder, 12 epochs, the defaults."""
+def test_cnn_defaults_learn_digits(projects, digits, tmp_path):
+    """scikit-learn's digits as an image folder, 12 epochs, the defaults, on 2
+    processes. One process at the same global batch learns the same (0.981
+    both, benchmarks/learning.py); that 2 processes train as 1 does is shown
+    exactly in test_runs.py."""
     project = projects("launch", data="imagefolder", model="cnn", tracker="none")
     flags = ["--data-dir", digits, *DIGITS_FLAGS, "--epochs", "12"]
     two, _ = train(project, tmp_path / "two", *flags, timeout=280)
-    one, _ = train(project, tmp_path / "one", *flags, "--batch-size", "64", nprocs=1)
     assert two["eval_samples"] == 359 and two["world_size"] == 2
     assert two["eval_accuracy"] >= 0.97, two
-    assert abs(two["eval_accuracy"] - one["eval_accuracy"]) <= 0.02, (two, one)
 
 
 def test_a_diverging_run_stops_with_one_line_and_saves_nothing(launch, tmp_path):

@@ -13,7 +13,7 @@ from ddpgen import Template, UsageError, make_spec, render_project
 from ddpgen.checks import STATIC_CHECKS, combinations
 from ddpgen.cookiecutter_run import run_cookiecutter
 from ddpgen.files import is_litter
-from ddpgen.postprocess import black_settings, unformatted
+from ddpgen.postprocess import black_settings, ruff_binary, unformatted
 from ddpgen.spec import MAX_NAME_LENGTH, builtin_template_dir
 
 TEMPLATE = Template.load()
@@ -79,10 +79,41 @@ def rendered(tmp_path_factory):
     return get
 
 
+# black and ruff run once over every render (one process each, not one per
+# combination); the other checks run in this process.
+BATCHED = ("black", "ruff")
+
+
+@pytest.fixture(scope="module")
+def batched_findings(rendered):
+    """{(check, project folder): [finding]} for black and ruff over all renders."""
+    projects = [rendered(answers) for answers in SUPPORTED]
+    root = projects[0].parent
+    black = [sys.executable, "-m", "black", "--check", "--line-length", "88"]
+    black += ["--target-version", "py310", *[p.name for p in projects]]
+    ruff = [ruff_binary(), "check", "--no-cache", "--output-format", "concise"]
+    ruff += [p.name for p in projects]
+    findings = {}
+    for check, command in (("black", black), ("ruff", ruff)):
+        result = subprocess.run(
+            command, cwd=root, capture_output=True, text=True, timeout=600
+        )
+        for line in (result.stdout + result.stderr).splitlines():
+            folder = re.search(r"(combination-\d+)/", line)
+            if folder and "would reformat" in line or folder and check == "ruff":
+                findings.setdefault((check, folder[1]), []).append(line)
+        assert result.returncode in (0, 1), result.stderr
+    return findings
+
+
 @pytest.mark.parametrize("answers", SUPPORTED, ids=combination_id)
 @pytest.mark.parametrize("check", STATIC_CHECKS)
-def test_supported_combination_is_clean(rendered, answers, check):
-    assert STATIC_CHECKS[check](rendered(answers)) == []
+def test_supported_combination_is_clean(rendered, batched_findings, answers, check):
+    project = rendered(answers)
+    if check in BATCHED:
+        assert batched_findings.get((check, project.name), []) == []
+    else:
+        assert STATIC_CHECKS[check](project) == []
 
 
 @pytest.mark.parametrize("answers", SUPPORTED, ids=combination_id)
