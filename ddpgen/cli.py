@@ -103,6 +103,8 @@ def new(name, output_dir, force, dry_run, template, settings, **choices):
             click.echo(f"  {file}")
         return
     click.echo(f"wrote {len(rendered.files)} files to {rendered.destination}")
+    for path in rendered.stale:
+        click.echo(f"kept: {path} (an earlier render wrote it, this one does not)")
     if "README.md" in rendered.files:
         click.echo(
             f"next: cd {shlex.quote(str(rendered.destination))} && less README.md"
@@ -201,7 +203,10 @@ def print_check_table(results):
                 click.echo(f"{combination_label(result.answers)}: {name}: {problem}")
 
 
-KEPT_NOTE = " (binary, changed by you and the template: yours is kept)"
+NOTES = {
+    "kept": " (binary, changed by you and the template: yours is kept)",
+    "left": " (the template dropped it; you edited it, so it stays)",
+}
 
 
 @main.command()
@@ -226,7 +231,7 @@ def update(project, template, settings, dry_run):
     if not result.changes:
         click.echo("up to date: the template has no changes to merge")
     for change in result.changes:
-        note = KEPT_NOTE if change.action == "kept" else ""
+        note = NOTES.get(change.action, "")
         click.echo(f"{verb}: {change.action:8} {change.path}{note}")
     if result.conflicts:
         files = ", ".join(result.conflicts)

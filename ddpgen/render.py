@@ -29,6 +29,15 @@ class Rendered:
     destination: Path
     files: tuple  # relative paths, sorted
     written: bool
+    stale: tuple = ()  # an earlier render's files this one does not write
+
+
+def earlier_render_files(destination):
+    """The files the render already in `destination` wrote (none without one)."""
+    try:
+        return set(json.loads((destination / BASE_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return set()
 
 
 def render_project(spec, *, force=False, dry_run=False):
@@ -41,9 +50,11 @@ def render_project(spec, *, force=False, dry_run=False):
         project = render_to_directory(spec, Path(scratch))
         files = tuple(project_files(project))
         check_paths_free(spec.destination, files)
+        stale = earlier_render_files(spec.destination) - set(files)
+        stale = tuple(sorted(p for p in stale if (spec.destination / p).is_file()))
         if not dry_run:
             install(project, spec.destination)
-    return Rendered(spec.destination, files, written=not dry_run)
+    return Rendered(spec.destination, files, written=not dry_run, stale=stale)
 
 
 def check_destination(destination, force):

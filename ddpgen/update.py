@@ -37,7 +37,7 @@ from ddpgen.spec import BUILTIN_SOURCE, NAME_VARIABLES, Template, make_spec
 @dataclass(frozen=True)
 class Change:
     path: str
-    action: str  # add, update, merge, conflict, kept, delete
+    action: str  # add, update, merge, conflict, kept, left, delete
     text: str | None = None  # merged text (merge, conflict); else the render's file
 
 
@@ -138,7 +138,7 @@ def plan_file(path, base, new, exists, mine):
     if mine == new:
         return None
     if new is None:  # the template dropped the file
-        return Change(path, "delete") if recorded(mine) == base else None
+        return Change(path, "delete" if recorded(mine) == base else "left")
     if recorded(mine) == base:
         return Change(path, "update")
     if recorded(new) == base:

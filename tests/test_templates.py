@@ -313,3 +313,32 @@ def test_a_template_rendering_unformatted_code_is_formatted_by_black(
     mode = black.Mode(line_length=40 if pyproject else 88)
     assert (tmp_path / "p" / "a.py").read_text() == black.format_str(source, mode=mode)
     assert (tmp_path / "p" / "b.py").read_text() == "y = 2\n"
+
+
+def test_update_deletes_a_dropped_file_unless_the_user_edited_it(tmp_path):
+    """--set tracker=none drops tracking.py (edited: it stays, and the output
+    says so); --set mode=launch drops spawn.py (untouched: deleted)."""
+    assert invoke("new", "p", "--output-dir", tmp_path, "--mode", "mp").exit_code == 0
+    tracking = tmp_path / "p" / "p" / "tracking.py"
+    tracking.write_text(tracking.read_text() + "# my change\n")
+    result = invoke("update", tmp_path / "p", "--set", "tracker=none")
+    assert result.exit_code == 0, result.output
+    assert (
+        "changed: left     p/tracking.py (the template dropped it; you edited it, "
+        "so it stays)"
+    ) in result.output
+    assert tracking.read_text().endswith("# my change\n")
+    result = invoke("update", tmp_path / "p", "--set", "mode=launch")
+    assert "changed: delete   p/spawn.py" in result.output
+    assert not (tmp_path / "p" / "p" / "spawn.py").exists()
+    assert "tracking.py" not in result.output  # said once, then it is the user's
+
+
+def test_new_force_names_the_earlier_renders_files_it_keeps(tmp_path):
+    assert invoke("new", "p", "--output-dir", tmp_path, "--mode", "mp").exit_code == 0
+    (tmp_path / "p" / "notes.txt").write_text("mine\n")
+    result = invoke("new", "p", "--output-dir", tmp_path, "--force")
+    assert result.exit_code == 0, result.output
+    kept = [line for line in result.output.splitlines() if line.startswith("kept")]
+    assert kept == ["kept: p/spawn.py (an earlier render wrote it, this one does not)"]
+    assert (tmp_path / "p" / "p" / "spawn.py").exists()
