@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -383,12 +382,17 @@ def test_cli_usage_errors_exit_2_in_one_line(tmp_path, args, message):
     assert "Traceback" not in result.output
 
 
-def test_a_300_line_file_is_linted_well_under_a_second():
-    source = (RULE_CASES["DDP012"][0] * 30)[:20000]
-    started = time.perf_counter()
-    for _ in range(5):
-        lint_source(normalized(source), "x.py", chosen_rules(["DDP"], []))
-    assert (time.perf_counter() - started) / 5 < 1.0
+def test_a_300_line_file_is_linted_whole():
+    """Each of 31 functions holds the accumulation pitfall: every one is found
+    (the file parses, so every rule runs). Speed is not asserted here."""
+    case = normalized(RULE_CASES["DDP012"][0])
+    source = "\n".join(
+        f"def train_{index}():\n" + textwrap.indent(case, "    ")
+        for index in range(31)
+    )
+    assert source.count("\n") >= 300
+    findings = lint_source(source, "x.py", chosen_rules(["DDP"], []))
+    assert [finding.code for finding in findings] == ["DDP012"] * 31, findings
 
 
 def test_lint_never_imports_torch(files):

@@ -17,6 +17,9 @@ from helpers import (
 GPUS = torch.cuda.device_count()
 pytestmark = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(GPUS == 0, reason="no CUDA device visible")
+needs_two_gpus = pytest.mark.skipif(
+    GPUS < 2, reason=f"2 processes on 2 GPUs against 1; {GPUS} visible"
+)
 needs_two_gpus_per_process = pytest.mark.skipif(
     GPUS < 2, reason=f"model parallel needs 2 GPUs per process; {GPUS} visible"
 )
@@ -45,7 +48,7 @@ def test_nccl_trains_and_checkpoints(projects, tmp_path, mode):
     assert {t.device.type for t in state["model"].values()} == {"cpu"}
 
 
-@needs_cuda
+@needs_two_gpus  # on one GPU it would compare a run with itself
 def test_nccl_equals_one_process_with_the_whole_batch(projects, tmp_path):
     project = projects("launch")
     data = ["--train-size", "256", "--eval-size", "64", "--epochs", "1"]
@@ -62,7 +65,10 @@ def test_nccl_equals_one_process_with_the_whole_batch(projects, tmp_path):
 def test_fp16_with_grad_scaler_on_cuda(projects, tmp_path):
     flags = gpu_flags(*ONE_EPOCH, "--amp", "fp16", "--clip-grad-norm", "1")
     metrics, _ = cuda_train(projects("mp"), tmp_path, *flags)
-    assert metrics["steps"] > 0
+    assert metrics["steps"] == 256 // (16 * WORLD)
+    assert torch.isfinite(torch.tensor(metrics["final_loss"])), metrics
+    scaler = torch.load(metrics["checkpoint"], weights_only=True)["scaler"]
+    assert scaler["scale"] > 0 and scaler["_growth_tracker"] >= 0  # it was used
 
 
 @needs_two_gpus_per_process
