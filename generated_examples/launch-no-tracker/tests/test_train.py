@@ -37,28 +37,32 @@ def final_weights(tmp_path):
     return torch.load(newest, weights_only=True)["model"]
 
 
-def test_two_processes_train_and_checkpoint(tmp_path):
-    metrics = train(tmp_path, "--epochs", "1")
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """Two epochs without a stop: what every resume must reproduce."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    return folder, train(folder, "--epochs", "2")
+
+
+def test_two_processes_train_and_checkpoint(uninterrupted):
+    folder, metrics = uninterrupted
     assert metrics["world_size"] == 2
-    assert metrics["epochs"] == 1 and metrics["steps"] > 0
+    assert metrics["epochs"] == 2 and metrics["steps"] > 0
     assert metrics["replicas_in_sync"]
-    weights = final_weights(tmp_path)
+    weights = final_weights(folder)
     assert not any(key.startswith(PREFIXES) for key in weights)
-    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    lines = (folder / "metrics.jsonl").read_text().splitlines()
     assert json.loads(lines[-1])["step"] == metrics["steps"]
 
 
 @pytest.mark.parametrize(
     "stop", [["--epochs", "1"], ["--max-steps", "3"]], ids=["epoch-end", "mid-epoch"]
 )
-def test_resume_equals_an_uninterrupted_run(tmp_path, stop):
-    interrupted, straight = tmp_path / "interrupted", tmp_path / "straight"
-    interrupted.mkdir()
-    straight.mkdir()
-    train(interrupted, "--epochs", "2", *stop)
-    resumed = train(interrupted, "--epochs", "2")
-    uninterrupted = train(straight, "--epochs", "2")
-    assert resumed["steps"] == uninterrupted["steps"]
-    expected = final_weights(straight)
-    for key, value in final_weights(interrupted).items():
-        torch.testing.assert_close(value, expected[key])
+def test_resume_equals_an_uninterrupted_run(tmp_path, uninterrupted, stop):
+    straight, expected = uninterrupted
+    train(tmp_path, "--epochs", "2", *stop)
+    resumed = train(tmp_path, "--epochs", "2")
+    assert resumed["steps"] == expected["steps"]
+    weights = final_weights(straight)
+    for key, value in final_weights(tmp_path).items():
+        torch.testing.assert_close(value, weights[key])
