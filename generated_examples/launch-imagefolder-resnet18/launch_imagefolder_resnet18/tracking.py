@@ -1,26 +1,23 @@
 """The experiment tracker (tensorboard): global rank 0 sends it the records that
 go to metrics.jsonl. A resume continues the tracker's run; a fresh start in the
-same run folder begins a new one."""
+same run folder begins a new one. Only global rank 0 imports the tracker's
+package (seconds for some): the other ranks only check that it is there."""
 
+import importlib.util
 from pathlib import Path
 
 from .config import ConfigError
 
-try:  # installed with the project (pip install -e .); checked by check_installed
-    from torch.utils.tensorboard import SummaryWriter
-except ImportError as error:
-    missing = (error.name or "tensorboard").partition(".")[0]
-else:
-    missing = None
+PACKAGE = "tensorboard"  # installed with the project (pip install -e .)
 
 
 def check_installed():
     """Every rank, before training: a missing package is one line, not a
     traceback on rank 0 alone."""
-    if missing:
+    if importlib.util.find_spec(PACKAGE) is None:
         raise ConfigError(
-            f"the tensorboard tracker needs the {missing} package: pip install -e ."
-            f" installs the project's dependencies (or pip install {missing})"
+            f"the {PACKAGE} tracker needs the {PACKAGE} package: pip install -e ."
+            f" installs the project's dependencies (or pip install {PACKAGE})"
         )
 
 
@@ -41,6 +38,8 @@ class Tracker:
     def __init__(self, config, start_step):
         # A run that starts at step N hides the events past N that an earlier
         # attempt wrote (TensorBoard's purge), as metrics.jsonl drops them.
+        from torch.utils.tensorboard import SummaryWriter
+
         log_dir = Path(config.run_dir) / "tensorboard"
         self.writer = SummaryWriter(log_dir, purge_step=start_step + 1)
 

@@ -1,8 +1,10 @@
 """The experiment tracker (mlflow): global rank 0 sends it the records that
 go to metrics.jsonl. A resume continues the tracker's run; a fresh start in the
-same run folder begins a new one."""
+same run folder begins a new one. Only global rank 0 imports the tracker's
+package (seconds for some): the other ranks only check that it is there."""
 
 import dataclasses
+import importlib.util
 import json
 import os
 import time
@@ -10,13 +12,7 @@ from pathlib import Path
 
 from .config import ConfigError
 
-try:  # installed with the project (pip install -e .); checked by check_installed
-    from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
-except ImportError as error:
-    missing = (error.name or "mlflow").partition(".")[0]
-else:
-    missing = None
+PACKAGE = "mlflow"  # installed with the project (pip install -e .)
 
 PROJECT = "launch-mlflow"
 
@@ -24,10 +20,10 @@ PROJECT = "launch-mlflow"
 def check_installed():
     """Every rank, before training: a missing package is one line, not a
     traceback on rank 0 alone."""
-    if missing:
+    if importlib.util.find_spec(PACKAGE) is None:
         raise ConfigError(
-            f"the mlflow tracker needs the {missing} package: pip install -e ."
-            f" installs the project's dependencies (or pip install {missing})"
+            f"the {PACKAGE} tracker needs the {PACKAGE} package: pip install -e ."
+            f" installs the project's dependencies (or pip install {PACKAGE})"
         )
 
 
@@ -58,6 +54,8 @@ class Tracker:
     RUN_DIR/mlruns (mlflow ui --backend-store-uri RUN_DIR/mlruns)."""
 
     def __init__(self, config, start_step):
+        from mlflow.tracking import MlflowClient
+
         local_store = (Path(config.run_dir) / "mlruns").resolve().as_uri()
         uri = os.environ.get("MLFLOW_TRACKING_URI", local_store)
         if uri == local_store:  # MLflow 3 asks file stores to opt in
@@ -77,6 +75,8 @@ class Tracker:
         else:
             experiment_id = experiment.experiment_id
         run_id = self.client.create_run(experiment_id).info.run_id
+        from mlflow.entities import Param
+
         params = [Param(key, str(value)) for key, value in self.settings.items()]
         self.client.log_batch(run_id, params=params)  # a run's params never change
         return run_id
@@ -89,6 +89,8 @@ class Tracker:
         }
 
     def log(self, record):
+        from mlflow.entities import Metric
+
         now, step = int(time.time() * 1000), record["step"]
         metrics = [
             Metric(name, float(value), now, step)

@@ -1,20 +1,17 @@
 """The experiment tracker (wandb): global rank 0 sends it the records that
 go to metrics.jsonl. A resume continues the tracker's run; a fresh start in the
-same run folder begins a new one."""
+same run folder begins a new one. Only global rank 0 imports the tracker's
+package (seconds for some): the other ranks only check that it is there."""
 
 import dataclasses
+import importlib.util
 import json
 import uuid
 from pathlib import Path
 
 from .config import ConfigError
 
-try:  # installed with the project (pip install -e .); checked by check_installed
-    import wandb
-except ImportError as error:
-    missing = (error.name or "wandb").partition(".")[0]
-else:
-    missing = None
+PACKAGE = "wandb"  # installed with the project (pip install -e .)
 
 PROJECT = "mp-wandb"
 
@@ -22,10 +19,10 @@ PROJECT = "mp-wandb"
 def check_installed():
     """Every rank, before training: a missing package is one line, not a
     traceback on rank 0 alone."""
-    if missing:
+    if importlib.util.find_spec(PACKAGE) is None:
         raise ConfigError(
-            f"the wandb tracker needs the {missing} package: pip install -e ."
-            f" installs the project's dependencies (or pip install {missing})"
+            f"the {PACKAGE} tracker needs the {PACKAGE} package: pip install -e ."
+            f" installs the project's dependencies (or pip install {PACKAGE})"
         )
 
 
@@ -60,6 +57,8 @@ class Tracker:
     WANDB_MODE=offline; upload later: wandb sync RUN_DIR/wandb/offline-run-*"""
 
     def __init__(self, config, start_step):
+        import wandb
+
         run_id = tracker_run_id(config.run_dir, start_step, new_run_id)
         settings = {
             "project": PROJECT,

@@ -1,37 +1,28 @@
 {%- set tracker = cookiecutter.tracker -%}
 """The experiment tracker ({{ tracker }}): global rank 0 sends it the records that
 go to metrics.jsonl. A resume continues the tracker's run; a fresh start in the
-same run folder begins a new one."""
+same run folder begins a new one. Only global rank 0 imports the tracker's
+package (seconds for some): the other ranks only check that it is there."""
 {%- if tracker != "tensorboard" %}
 
 import dataclasses
+import importlib.util
 import json
+{%- else %}
+
+import importlib.util
 {%- endif %}
 {%- if tracker == "mlflow" %}
 import os
 import time
 {%- elif tracker == "wandb" %}
 import uuid
-{%- else %}
-{# a blank line between the docstring and the imports #}
 {%- endif %}
 from pathlib import Path
 
 from .config import ConfigError
 
-try:  # installed with the project (pip install -e .); checked by check_installed
-{%- if tracker == "tensorboard" %}
-    from torch.utils.tensorboard import SummaryWriter
-{%- elif tracker == "wandb" %}
-    import wandb
-{%- else %}
-    from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
-{%- endif %}
-except ImportError as error:
-    missing = (error.name or "{{ tracker }}").partition(".")[0]
-else:
-    missing = None
+PACKAGE = "{{ tracker }}"  # installed with the project (pip install -e .)
 {%- if tracker != "tensorboard" %}
 
 PROJECT = "{{ cookiecutter.project_slug }}"
@@ -41,10 +32,10 @@ PROJECT = "{{ cookiecutter.project_slug }}"
 def check_installed():
     """Every rank, before training: a missing package is one line, not a
     traceback on rank 0 alone."""
-    if missing:
+    if importlib.util.find_spec(PACKAGE) is None:
         raise ConfigError(
-            f"the {{ tracker }} tracker needs the {missing} package: pip install -e ."
-            f" installs the project's dependencies (or pip install {missing})"
+            f"the {PACKAGE} tracker needs the {PACKAGE} package: pip install -e ."
+            f" installs the project's dependencies (or pip install {PACKAGE})"
         )
 
 
@@ -79,6 +70,8 @@ class Tracker:
     def __init__(self, config, start_step):
         # A run that starts at step N hides the events past N that an earlier
         # attempt wrote (TensorBoard's purge), as metrics.jsonl drops them.
+        from torch.utils.tensorboard import SummaryWriter
+
         log_dir = Path(config.run_dir) / "tensorboard"
         self.writer = SummaryWriter(log_dir, purge_step=start_step + 1)
 
@@ -100,6 +93,8 @@ class Tracker:
     WANDB_MODE=offline; upload later: wandb sync RUN_DIR/wandb/offline-run-*"""
 
     def __init__(self, config, start_step):
+        import wandb
+
         run_id = tracker_run_id(config.run_dir, start_step, new_run_id)
         settings = {
             "project": PROJECT,
@@ -130,6 +125,8 @@ class Tracker:
     RUN_DIR/mlruns (mlflow ui --backend-store-uri RUN_DIR/mlruns)."""
 
     def __init__(self, config, start_step):
+        from mlflow.tracking import MlflowClient
+
         local_store = (Path(config.run_dir) / "mlruns").resolve().as_uri()
         uri = os.environ.get("MLFLOW_TRACKING_URI", local_store)
         if uri == local_store:  # MLflow 3 asks file stores to opt in
@@ -149,6 +146,8 @@ class Tracker:
         else:
             experiment_id = experiment.experiment_id
         run_id = self.client.create_run(experiment_id).info.run_id
+        from mlflow.entities import Param
+
         params = [Param(key, str(value)) for key, value in self.settings.items()]
         self.client.log_batch(run_id, params=params)  # a run's params never change
         return run_id
@@ -161,6 +160,8 @@ class Tracker:
         }
 
     def log(self, record):
+        from mlflow.entities import Metric
+
         now, step = int(time.time() * 1000), record["step"]
         metrics = [
             Metric(name, float(value), now, step)
