@@ -478,7 +478,7 @@ def test_busy_explicit_master_port_fails_fast_naming_it(projects, tmp_path):
         port = holder.getsockname()[1]
         started = time.monotonic()
         _, result = train(projects("mp"), tmp_path, "--master-port", port, check=False)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "choose another --master-port" in result.stderr
     assert time.monotonic() - started < 60

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from helpers import import_generated, train
+from helpers import PYTHON, import_generated, package, run, train
 
 
 def assert_one_line(result, start, end=""):
@@ -114,3 +114,14 @@ def test_a_missing_tracker_package(projects, monkeypatch, tracker, package):
     finally:
         monkeypatch.undo()
         importlib.reload(tracking)
+
+
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_the_doctor_without_a_gpu_for_device_cuda(projects, mode):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    project = projects(mode)
+    command = [PYTHON, "-m", f"{package(project)}.doctor", "--device", "cuda"]
+    nprocs = ["--nprocs", "2"] if mode == "mp" else []
+    result = run(command + nprocs, project, check=False)
+    assert_one_line(result, "--device cuda: no CUDA device is visible")
