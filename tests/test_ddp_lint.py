@@ -387,8 +387,7 @@ def test_a_300_line_file_is_linted_whole():
     (the file parses, so every rule runs). Speed is not asserted here."""
     case = normalized(RULE_CASES["DDP012"][0])
     source = "\n".join(
-        f"def train_{index}():\n" + textwrap.indent(case, "    ")
-        for index in range(31)
+        f"def train_{index}():\n" + textwrap.indent(case, "    ") for index in range(31)
     )
     assert source.count("\n") >= 300
     findings = lint_source(source, "x.py", chosen_rules(["DDP"], []))
