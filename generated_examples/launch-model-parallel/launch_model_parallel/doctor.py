@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from .bandwidth import all_reduce_table
-from .config import Config, build_parser
+from .config import Config, ConfigError, build_parser, exit_for
 from .distributed import (
     Placement,
     default_store,
@@ -94,7 +94,10 @@ def slurm_placement():
 
 
 def check_rank(config, placement, store=None, max_mib=64):
-    devices = pick_devices(config, placement)
+    try:
+        devices = pick_devices(config, placement)
+    except ConfigError as error:  # --device cuda without one, too few GPUs
+        exit_for(error, printer=placement.is_main)
     backend = pick_backend(config.backend, devices[0])
     if devices[0].type == "cuda":
         torch.cuda.set_device(devices[0])
