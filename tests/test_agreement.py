@@ -8,6 +8,7 @@ import textwrap
 from helpers import PYTHON, child_env, package, run
 
 SCRIPT = """
+import signal
 import sys
 import torch
 import torch.distributed as dist
@@ -34,17 +35,19 @@ def worker(rank, folder):
     drifted_bf16 = replicas_in_sync(model, torch.device("cpu"))
 
     stop = StopRequest(None)
-    stopped_at = None
+    stopped_at = stopped_by = None
     for step in range(1, 10):
         if rank == 1 and step == 4:
-            stop.requested = True  # what SIGTERM sets, on one rank only
-        if stop.agreed():
+            stop.signal = signal.SIGTERM  # what SIGTERM sets, on one rank only
+        stopped_by = stop.agreed()
+        if stopped_by:
             stopped_at = step
             break
     stop.finish()
     # A file per rank: two processes printing to one pipe can interleave.
     with open(f"{{folder}}/rank{{rank}}.txt", "w") as out:
-        out.write(f"{{same}} {{drifted}} {{drifted_bf16}} {{stopped_at}}")
+        results = [same, drifted, drifted_bf16, stopped_at, stopped_by]
+        out.write(" ".join(map(str, results)))
     dist.destroy_process_group()
 
 
@@ -65,5 +68,6 @@ def test_replica_check_sees_one_bit_and_ranks_stop_together(launch, tmp_path):
     )
     results = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
     # In sync, then one flipped float32 bit, then one flipped bfloat16 bit; the
-    # request on rank 1 at step 4 is read by every rank at step 5.
-    assert results == ["True False False 5", "True False False 5"]
+    # request on rank 1 at step 4 is read by every rank at step 5, and rank 0,
+    # which had no signal of its own, names rank 1's.
+    assert results == ["True False False 5 SIGTERM"] * 2

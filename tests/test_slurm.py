@@ -149,6 +149,13 @@ def signal_mid_epoch(project, job, *scancel_flags):
     assert result.returncode == 0, result.stderr
 
 
+def events(log):
+    """The lines that tell a job's story, for a failure message: a log's tail
+    shows only the last attempt."""
+    story = re.compile(r"SIGTERM|stopping|saved|resumed|Traceback|error", re.I)
+    return "\n".join(line for line in log.splitlines() if story.search(line))
+
+
 def uninterrupted(project, tmp_path):
     straight = tmp_path / "straight"
     subprocess.run(["cp", "-a", str(project), str(straight)], check=True, timeout=60)
@@ -162,7 +169,7 @@ def test_scancel_term_checkpoints_requeues_and_finishes_exactly(project, tmp_pat
     signal_mid_epoch(project, job, "--signal=TERM", "--batch")
     log = finish(project, job)
     stopped = re.search(r"SIGTERM: stopping at step (\d+) to save", log)
-    assert stopped, log[-3000:]
+    assert stopped, events(log)
     step = int(stopped[1])
     assert f"saved run/checkpoints/checkpoint-{step:09d}.pt" in log
     assert f"resumed from run/checkpoints/checkpoint-{step:09d}.pt" in log
@@ -205,7 +212,7 @@ def test_time_limit_signal_checkpoints_requeues_and_resumes(projects, tmp_path):
     text = log.read_text()
     assert "SIGTERM: asking the workers to checkpoint, then requeueing" in text
     stopped = re.search(r"SIGTERM: stopping at step (\d+) to save", text)
-    assert stopped, text[-3000:]
+    assert stopped, events(text)
     step = int(stopped[1])
     assert f"saved run/checkpoints/checkpoint-{step:09d}.pt" in text
     assert f"resumed from run/checkpoints/checkpoint-{step:09d}.pt" in text

@@ -200,10 +200,11 @@ class Trainer:
     def _should_stop(self):
         if self._reached_max_steps():
             return True
-        if self.stop_request.agreed():
+        signal_name = self.stop_request.agreed()
+        if signal_name:
             self.log(
-                f"{self.stop_request.signal_name or 'a signal'}: stopping at step "
-                f"{self.step} to save a checkpoint (a second Ctrl-C quits at once)"
+                f"{signal_name}: stopping at step {self.step} to save a "
+                "checkpoint (a second Ctrl-C quits at once)"
             )
             self.preempted = True
             return True

@@ -42,6 +42,8 @@ class StopRequest:
 
     Ranks receive the signal at slightly different times, so they agree before
     stopping: a rank that stopped alone would leave its peers in a collective.
+    They agree on the signal itself (the highest number wins), so every rank
+    names the same one even when rank 0 has not received it yet.
     The agreement never makes a step wait: each optimizer step starts a tiny
     all_reduce (CPU, control group) and reads the one the step before started,
     long finished by then. A stop lands one step after the signal.
@@ -49,9 +51,8 @@ class StopRequest:
 
     def __init__(self, group):
         self.group = group
-        self.requested = False
-        self.pending = None  # (flag, work) of the check in flight
-        self.signal_name = None
+        self.signal = 0  # the number of the first stop signal this rank got
+        self.pending = None  # (signal, work) of the check in flight
         self.ctrl_c = CtrlC()
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
@@ -59,27 +60,27 @@ class StopRequest:
     def _on_signal(self, signum, frame):
         if signum == signal.SIGINT and self.ctrl_c.is_second_press():
             os._exit(QUIT_NOW)
-        self.requested = True
-        self.signal_name = self.signal_name or signal.Signals(signum).name
+        self.signal = self.signal or signum
 
     def agreed(self):
-        """Whether any rank had a request when the previous check started."""
+        """The signal's name if any rank had one when the previous check
+        started, else None."""
         agreed = self.finish()
-        flag = torch.tensor([int(self.requested)])
+        number = torch.tensor([int(self.signal)])
         work = dist.all_reduce(
-            flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True
+            number, op=dist.ReduceOp.MAX, group=self.group, async_op=True
         )
-        self.pending = (flag, work)
+        self.pending = (number, work)
         return agreed
 
     def finish(self):
         """Wait for the check in flight (before the group goes) and read it."""
         if self.pending is None:
-            return False
-        flag, work = self.pending
+            return None
+        number, work = self.pending
         self.pending = None
         work.wait()
-        return bool(flag.item())
+        return signal.Signals(number.item()).name if number.item() else None
 
 
 def raise_if_any_failed(error, placement):
