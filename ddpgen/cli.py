@@ -9,7 +9,8 @@ import click
 from ddpgen import __version__
 from ddpgen.checks import check_template
 from ddpgen.errors import DdpgenError
-from ddpgen.lint import as_json, lint_paths
+from ddpgen.lint import lint_paths
+from ddpgen.lint_formats import FORMATS
 from ddpgen.render import render_project
 from ddpgen.spec import Template, make_spec
 from ddpgen.update import update_project
@@ -248,12 +249,18 @@ def codes(value):
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--select", default="", help="only these rules (codes or prefixes)")
 @click.option("--ignore", default="", help="not these rules (codes or prefixes)")
-@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["text", *FORMATS]),
+    default="text",
+    help="text; json; github (Actions annotations); sarif (2.1.0, code scanning)",
+)
 def lint(paths, select, ignore, output):
     """Find DDP pitfalls in Python files and folders (rules: docs/lint.md)."""
     findings, files = lint_paths(paths, codes(select), codes(ignore))
-    if output == "json":
-        click.echo(json.dumps(as_json(findings), indent=2))
+    if output in FORMATS:
+        click.echo(FORMATS[output](findings))
     else:
         for finding in findings:
             click.echo(finding.text())

@@ -7,7 +7,7 @@ The rules, with bad and fixed code, are in docs/lint.md.
 
 import ast
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -673,10 +673,6 @@ def lint_paths(paths, select=(), ignore=()):
         source = path.read_bytes().decode("utf-8", errors="replace")
         findings.extend(lint_source(source, str(path), rules))
     return findings, len(files)
-
-
-def as_json(findings):
-    return [asdict(finding) for finding in findings]
 
 
 class Flake8Checker:

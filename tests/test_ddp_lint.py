@@ -452,7 +452,7 @@ def test_docs_lint_commands_run_on_a_generated_project(tmp_path, monkeypatch):
     commands = [
         line.split("  #")[0].strip() for line in block.split("```")[0].splitlines()
     ]
-    assert len(commands) == 4
+    assert len(commands) == 6
     monkeypatch.chdir(tmp_path)
     for command in commands:
         words = command.split()
@@ -461,3 +461,7 @@ def test_docs_lint_commands_run_on_a_generated_project(tmp_path, monkeypatch):
         assert result.exit_code == 0, (command, result.output)
         if "--format json" in command:
             assert json.loads(result.output) == []
+        if "--format sarif" in command:
+            assert json.loads(result.output)["runs"][0]["results"] == []
+        if "--format github" in command:
+            assert result.output.strip() == ""
