@@ -22,11 +22,17 @@ def assert_healthy_report(result, ranks):
     assert "ok: every rank joined and all_reduce works" in out
 
 
-def test_doctor_under_torchrun(projects):
-    project = projects("launch")
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_doctor_under_torchrun(projects, mode):
+    """An mp project's doctor under an external launcher checks the launcher's
+    ranks (it starts none of its own): one report, one table."""
+    project = projects(mode)
     command = TORCHRUN + ["--standalone", "--nproc-per-node", "2"]
     command += ["-m", f"{package(project)}.doctor", *FAST]
-    assert_healthy_report(run(command, cwd=project, timeout=120), ranks=2)
+    result = run(command, cwd=project, timeout=120)
+    assert_healthy_report(result, ranks=2)
+    assert result.stdout.count("ranks: ") == 1, result.stdout
+    assert result.stdout.count("ok: every rank joined") == 1
 
 
 def test_doctor_starts_its_own_processes_in_mp_mode(projects):

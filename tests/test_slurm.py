@@ -235,3 +235,4 @@ def test_doctor_under_srun_on_two_nodes(projects, tmp_path):
     log = finish(project, result.stdout.strip().split(";")[0], timeout=180)
     assert "layout: 2 processes, 1 on this node" in log
     assert "ok: every rank joined and all_reduce works" in log, log[-3000:]
+    assert log.count("ranks: ") == 1, log  # rank 0 reports, once

@@ -30,6 +30,7 @@ from .distributed import (
     first_line,
     pick_backend,
     pick_devices,
+    placement_from_env,
     process_group,
     processes,
 )
@@ -63,6 +64,9 @@ def main(argv=None):
     slurm = slurm_placement()
     if slurm:
         check_rank(config, slurm, max_mib=max_mib)
+        return
+    if "RANK" in os.environ:  # torchrun started one process per rank already
+        check_rank(config, placement_from_env(), max_mib=max_mib)
         return
     spawn(config, entry=CheckRank(max_mib))
 

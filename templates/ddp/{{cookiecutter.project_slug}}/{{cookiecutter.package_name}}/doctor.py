@@ -35,9 +35,7 @@ from .distributed import (
     first_line,
     pick_backend,
     pick_devices,
-{%- if cookiecutter.mode == "launch" %}
     placement_from_env,
-{%- endif %}
     process_group,
     processes,
 )
@@ -77,6 +75,9 @@ def main(argv=None):
 {%- if cookiecutter.mode == "launch" %}
     check_rank(config, placement_from_env(), max_mib=max_mib)
 {%- else %}
+    if "RANK" in os.environ:  # torchrun started one process per rank already
+        check_rank(config, placement_from_env(), max_mib=max_mib)
+        return
     spawn(config, entry=CheckRank(max_mib))
 {%- endif %}
 
