@@ -174,10 +174,41 @@ class Module:
         ]
 
 
+def constants(node):
+    """The constants of `0`, `-1` or `[-1, 0]`, as a set."""
+    items = node.elts if isinstance(node, (ast.List, ast.Tuple, ast.Set)) else [node]
+    return {ast.literal_eval(item) for item in items if is_number(item)}
+
+
+def is_number(node):
+    try:
+        return isinstance(ast.literal_eval(node), int)
+    except ValueError:
+        return False
+
+
+def only_tells_distributed(test):
+    """`local_rank == -1`, `!= -1` or `"RANK" in os.environ`: the same on every
+    rank of a job (-1 is the launchers' "not distributed"), so not a
+    condition on the rank."""
+    compares = [n for n in ast.walk(test) if isinstance(n, ast.Compare)]
+    return bool(compares) and all(
+        is_launcher_check(node, c) for node in compares for c in node.comparators
+    )
+
+
+def is_launcher_check(compare, comparator):
+    if constants(comparator) == {-1}:
+        return True
+    return isinstance(compare.left, ast.Constant) and dotted(comparator) == "os.environ"
+
+
 def is_rank_test(test, loose=False):
     """A condition on the rank. Loose also takes `<name> == 0` (a rank under
     another name, like gpu_id): right for "is this write guarded?", too vague
     for "do all ranks reach this collective?"."""
+    if only_tells_distributed(test):
+        return False
     if RANK_WORDS.search(ast.unparse(test).lower()):
         return True
     return loose and any(
@@ -192,14 +223,35 @@ def is_rank_test(test, loose=False):
 # The rules
 
 
+EVALUATION_WORDS = re.compile(r"val|eval|test")
+
+
 def set_epoch_never_called(module, rule):
-    if module.attribute_used("set_epoch"):
+    if not any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(module.tree)):
         return
+    named = sampler_assignments(module)
+    name_of = {id(call): name for name, call in named.items()}
+    receivers = {
+        dotted(call.func.value)
+        for call in module.calls_named("set_epoch")
+        if isinstance(call.func, ast.Attribute)
+    }
+    # `loader.sampler.set_epoch(epoch)` may be any sampler: stay silent.
+    unknown_receiver = bool(receivers - set(named)) or (
+        module.attribute_used("set_epoch") and not receivers
+    )
     for call in module.calls_named("DistributedSampler"):
-        if is_false(keyword(call, "shuffle")):
-            continue  # evaluation samplers do not shuffle
-        if any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(module.tree)):
-            yield module.finding(call, rule)
+        if is_false(keyword(call, "shuffle")) or is_evaluation_sampler(call, name_of):
+            continue  # an evaluation's order does not matter
+        name = name_of.get(id(call))
+        if unknown_receiver or (name is None and receivers) or name in receivers:
+            continue
+        yield module.finding(call, rule)
+
+
+def is_evaluation_sampler(call, name_of):
+    words = [name_of.get(id(call), ""), *(dotted(arg) for arg in call.args[:1])]
+    return any(EVALUATION_WORDS.search(word.lower()) for word in words)
 
 
 def shuffle_with_sampler(module, rule):
@@ -215,15 +267,30 @@ def shuffle_with_sampler(module, rule):
             yield module.finding(call, rule)
 
 
-def sampler_names(module):
+def sampler_calls(value):
+    """The DistributedSampler calls an assigned value may be: `DistributedSampler(d)`,
+    or either side of `DistributedSampler(d) if distributed else None`."""
+    options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    return [
+        option
+        for option in options
+        if isinstance(option, ast.Call) and last_name(option) == "DistributedSampler"
+    ]
+
+
+def sampler_assignments(module):
+    """{name: DistributedSampler call} of the samplers assigned to a name."""
     return {
-        dotted(target)
+        dotted(target): call
         for node in ast.walk(module.tree)
         if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Call)
-        and last_name(node.value) == "DistributedSampler"
+        for call in sampler_calls(node.value)
         for target in node.targets
     }
+
+
+def sampler_names(module):
+    return set(sampler_assignments(module))
 
 
 def save_on_every_rank(module, rule):
@@ -248,7 +315,8 @@ def load_without_map_location(module, rule):
         return
     for call in module.calls_named("load"):
         if dotted(call.func) == "torch.load" and keyword(call, "map_location") is None:
-            if len(call.args) < 2:
+            passes_kwargs = any(k.arg is None for k in call.keywords)
+            if len(call.args) < 2 and not passes_kwargs:
                 yield module.finding(call, rule)
 
 
@@ -286,8 +354,33 @@ def is_collective(call):
     )
 
 
+def rank_zero_side(test, branch_is_body=True):
+    """'in' for a branch rank 0 takes (`rank == 0`, `in [-1, 0]`,
+    `is_main_process()`), 'out' for one it skips (`!= 0`, `not in [-1, 0]`),
+    None when the test says neither."""
+    flip = {"in": "out", "out": "in", None: None}
+    if not branch_is_body:
+        return flip[rank_zero_side(test)]
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return flip[rank_zero_side(test.operand)]
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        sides = {rank_zero_side(value) for value in test.values} - {None}
+        return sides.pop() if len(sides) == 1 else None  # `rank == 0 and not x`
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, values = test.ops[0], constants(test.comparators[0])
+        if 0 in values and isinstance(op, (ast.Eq, ast.In)):
+            return "in"
+        if 0 in values and isinstance(op, (ast.NotEq, ast.NotIn, ast.Gt)):
+            return "out"
+        return None
+    if re.search(r"main|master", ast.unparse(test).lower()):
+        return "in"
+    return None
+
+
 def collective_under_rank_condition(module, rule):
     helpers = collective_calls(module)
+    unmatched = []  # (call, name, if_node, side)
     for call in module.calls:
         name = last_name(call)
         if not (is_collective(call) or calls_local(call, helpers)):
@@ -303,6 +396,16 @@ def collective_under_rank_condition(module, rule):
             for n in ast.walk(statement)
         ):
             continue  # matched in both branches
+        side = rank_zero_side(if_node.test, branch is if_node.body)
+        unmatched.append((call, name, if_node, side))
+    for call, name, if_node, side in unmatched:
+        if side and any(
+            other_name == name
+            and other_side not in (None, side)
+            and module.enclosing_function(other) is module.enclosing_function(call)
+            for other, other_name, _, other_side in unmatched
+        ):
+            continue  # rank 0 enters one, the others the other: a pair
         yield module.finding(
             call, rule, f"{name} under `if {ast.unparse(if_node.test)}`"
         )

@@ -465,3 +465,133 @@ def test_docs_lint_commands_run_on_a_generated_project(tmp_path, monkeypatch):
             assert json.loads(result.output)["runs"][0]["results"] == []
         if "--format github" in command:
             assert result.output.strip() == ""
+
+
+# The classes of misses and false alarms seen in real scripts (issue 25), each
+# a short case written after the script that shows it:
+# huggingface/transformers, examples/run_glue.py, commit
+# c9439e15e5957491917406933c8ccf07be819016
+# (the rank-0-first barrier pair, also under `and not evaluate`; a sampler
+# chosen by `... if args.local_rank == -1 else DistributedSampler(...)`).
+REAL_SCRIPT_CASES = [
+    (
+        "rank-0-first barrier pair: each rank enters exactly one barrier",
+        """
+        def load(args):
+            if args.local_rank not in [-1, 0]:
+                torch.distributed.barrier()
+            data = prepare()
+            if args.local_rank == 0:
+                torch.distributed.barrier()
+            return data
+        """,
+        [],
+    ),
+    (
+        "the pair under an extra condition the same on every rank",
+        """
+        def load(args, evaluate=False):
+            if args.local_rank not in [-1, 0] and not evaluate:
+                torch.distributed.barrier()
+            data = prepare()
+            if args.local_rank == 0 and not evaluate:
+                torch.distributed.barrier()
+            return data
+        """,
+        [],
+    ),
+    (
+        "one half of the pair alone still hangs",
+        """
+        def load(args):
+            if args.local_rank not in [-1, 0]:
+                torch.distributed.barrier()
+            return prepare()
+        """,
+        ["DDP005"],
+    ),
+    (
+        "two barriers that both skip rank 0 are no pair",
+        """
+        def load(args):
+            if args.local_rank != 0:
+                torch.distributed.barrier()
+            if args.local_rank > 0:
+                torch.distributed.barrier()
+        """,
+        ["DDP005", "DDP005"],
+    ),
+    (
+        "a collective under the non-distributed test runs on every rank",
+        """
+        def sync(args, tensor):
+            if args.local_rank != -1:
+                dist.all_reduce(tensor)
+            if "RANK" in os.environ:
+                dist.barrier()
+        """,
+        [],
+    ),
+    (
+        "a sampler chosen by a condition, then shuffle=True beside it",
+        """
+        train_sampler = DistributedSampler(train_set) if distributed else None
+        loader = DataLoader(train_set, shuffle=True, sampler=train_sampler)
+        """,
+        ["DDP002"],
+    ),
+    (
+        "set_epoch on another sampler does not reshuffle the training one",
+        """
+        train_sampler = DistributedSampler(train_set)
+        other_sampler = DistributedSampler(other_set)
+        for epoch in range(3):
+            other_sampler.set_epoch(epoch)
+            for batch in DataLoader(train_set, sampler=train_sampler):
+                pass
+        """,
+        ["DDP001"],
+    ),
+    (
+        "set_epoch through the loader may be any sampler: silent",
+        """
+        train_sampler = DistributedSampler(train_set)
+        loader = DataLoader(train_set, sampler=train_sampler)
+        for epoch in range(3):
+            loader.sampler.set_epoch(epoch)
+        """,
+        [],
+    ),
+    (
+        "an evaluation sampler's order does not matter",
+        """
+        def validate(model, val_set):
+            val_sampler = DistributedSampler(val_set)
+            with torch.no_grad():
+                for batch in DataLoader(val_set, sampler=val_sampler):
+                    model(batch)
+        """,
+        [],
+    ),
+    (
+        "torch.load(path, **kwargs) may pass map_location",
+        """
+        def restore(path, **kwargs):
+            return torch.load(path, **kwargs)
+        """,
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [(source, expected) for _, source, expected in REAL_SCRIPT_CASES],
+    ids=[why for why, _, _ in REAL_SCRIPT_CASES],
+)
+def test_classes_seen_in_real_scripts(source, expected):
+    wanted = {"DDP001", "DDP002", "DDP004", "DDP005"}
+    source = DIST + "import os\n" + textwrap.dedent(source)
+    found = [code for code in codes(source) if code in wanted]
+    assert "DDP000" not in codes(source)
+    assert found == expected
