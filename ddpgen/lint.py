@@ -537,26 +537,55 @@ def rank_as_device(module, rule):
 
 
 def forward_through_module(module, rule):
+    for call in forwards_around_ddp(module):
+        yield module.finding(call, rule)
+
+
+def forwards_around_ddp(module):
+    """Training forwards through `ddp_model.module`, directly or through an
+    alias (`raw = ddp_model.module; raw(x)`): they skip DDP's all-reduce."""
     if not module.calls_named("backward"):
-        return
-    wrapped = {
+        return []
+    wrapped = assigned_names(module, lambda value: last_name(value) in DDP_NAMES)
+    aliases = {
+        dotted(target)
+        for node in ast.walk(module.tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "module"
+        and dotted(node.value.value) in wrapped
+        for target in node.targets
+    }
+    found = []
+    for call in module.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "forward":
+            func = func.value
+        through_module = (
+            isinstance(func, ast.Attribute)
+            and func.attr == "module"
+            and dotted(func.value) in wrapped
+        )
+        if (through_module or dotted(func) in aliases) and not without_grad(
+            module, call
+        ):
+            found.append(call)
+    return found
+
+
+DDP_NAMES = ("DistributedDataParallel", "DDP")
+
+
+def assigned_names(module, is_wanted_call):
+    """Names assigned from a call that is_wanted_call accepts."""
+    return {
         dotted(target)
         for node in ast.walk(module.tree)
         if isinstance(node, ast.Assign)
         and isinstance(node.value, ast.Call)
-        and last_name(node.value) in ("DistributedDataParallel", "DDP")
+        and is_wanted_call(node.value)
         for target in node.targets
     }
-    for call in module.calls:
-        func = call.func
-        if not (isinstance(func, ast.Attribute) and func.attr == "module"):
-            if not (isinstance(func, ast.Attribute) and func.attr == "forward"):
-                continue
-            func = func.value
-            if not (isinstance(func, ast.Attribute) and func.attr == "module"):
-                continue
-        if dotted(func.value) in wrapped and not without_grad(module, call):
-            yield module.finding(call, rule)
 
 
 def without_grad(module, node):
@@ -609,34 +638,61 @@ def never_destroyed(module, rule):
 
 
 def accumulation_without_no_sync(module, rule):
-    if not module.calls_named("DistributedDataParallel", "DDP"):
-        return
+    if not module.calls_named(*DDP_NAMES) or forwards_around_ddp(module):
+        return  # no DDP forward, so no all-reduce to skip (DDP009 says why)
     if module.attribute_used("no_sync") or module.attribute_used(
         "require_backward_grad_sync"
     ):
         return
+    optimizers = assigned_names(module, is_optimizer_class)
+    reported_loops = set()
     for node in ast.walk(module.tree):
         if not isinstance(node, ast.If) or not any(
             isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
             for n in ast.walk(node.test)
         ):
             continue
-        steps = [
-            n
+        loop = enclosing_loop(module, node)
+        if loop is None or id(loop) in reported_loops:
+            continue  # a flush after the loop is the same accumulation
+        if any(
+            isinstance(n, ast.Call) and is_optimizer_step(n, optimizers)
             for statement in node.body
             for n in ast.walk(statement)
-            if isinstance(n, ast.Call) and is_optimizer_step(n)
-        ]
-        if steps:
+        ):
+            reported_loops.add(id(loop))
             yield module.finding(node, rule)
 
 
-def is_optimizer_step(call):
-    """optimizer.step() or, under AMP, scaler.step(optimizer)."""
+def enclosing_loop(module, node):
+    for ancestor in module.ancestors(node):
+        if isinstance(ancestor, (ast.For, ast.While)):
+            return ancestor
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+    return None
+
+
+OPTIMIZER_CLASSES = re.compile(
+    r"^(SGD|Adam\w*|RMSprop|Adagrad|Adadelta|LAMB|Lamb|Lion|Adafactor|LBFGS|NAdam|RAdam)$"
+)
+
+
+def is_optimizer_class(call):
+    name = dotted(call.func)
+    return ".optim." in f".{name}" or bool(OPTIMIZER_CLASSES.match(last_name(call)))
+
+
+def is_optimizer_step(call, optimizers=()):
+    """optimizer.step(), a step of a variable holding an optimizer (`opt`), or,
+    under AMP, scaler.step(optimizer)."""
     if last_name(call) != "step":
         return False
+    receiver = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else ""
     names = [dotted(call.func), *(dotted(a) for a in call.args)]
-    return any("optim" in name.lower() for name in names)
+    return receiver in optimizers or any(
+        "optim" in name.lower() or name in optimizers for name in names
+    )
 
 
 RULES = [

@@ -574,6 +574,44 @@ REAL_SCRIPT_CASES = [
         [],
     ),
     (
+        "an optimizer known by its assignment, not its name",
+        """
+        model = DDP(net)
+        opt = torch.optim.AdamW(model.parameters())
+        for i, batch in enumerate(loader):
+            model(batch).sum().backward()
+            if (i + 1) % accumulation == 0:
+                opt.step()
+        """,
+        ["DDP012"],
+    ),
+    (
+        "an accumulation loop and its leftover flush: one report",
+        """
+        model = DDP(net)
+        for i, batch in enumerate(loader):
+            model(batch).sum().backward()
+            if (i + 1) % accumulation == 0:
+                optimizer.step()
+        if len(loader) % accumulation:
+            optimizer.step()
+        """,
+        ["DDP012"],
+    ),
+    (
+        "the forward through an alias of model.module skips the all-reduce",
+        """
+        model = DDP(net)
+        raw = model.module
+        for i, batch in enumerate(loader):
+            loss = raw(batch).sum()
+            loss.backward()
+            if (i + 1) % accumulation == 0:
+                optimizer.step()
+        """,
+        ["DDP009"],
+    ),
+    (
         "torch.load(path, **kwargs) may pass map_location",
         """
         def restore(path, **kwargs):
@@ -590,7 +628,7 @@ REAL_SCRIPT_CASES = [
     ids=[why for why, _, _ in REAL_SCRIPT_CASES],
 )
 def test_classes_seen_in_real_scripts(source, expected):
-    wanted = {"DDP001", "DDP002", "DDP004", "DDP005"}
+    wanted = {"DDP001", "DDP002", "DDP004", "DDP005", "DDP009", "DDP012"}
     source = DIST + "import os\n" + textwrap.dedent(source)
     found = [code for code in codes(source) if code in wanted]
     assert "DDP000" not in codes(source)
