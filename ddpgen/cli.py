@@ -9,7 +9,8 @@ import click
 from ddpgen import __version__
 from ddpgen.checks import check_template
 from ddpgen.errors import DdpgenError
-from ddpgen.lint import lint_paths
+from ddpgen.lint import chosen_rules, lint_paths, python_files
+from ddpgen.lint_fix import FIXABLE, fix_paths
 from ddpgen.lint_formats import FORMATS
 from ddpgen.render import render_project
 from ddpgen.spec import Template, make_spec
@@ -256,8 +257,21 @@ def codes(value):
     default="text",
     help="text; json; github (Actions annotations); sarif (2.1.0, code scanning)",
 )
-def lint(paths, select, ignore, output):
+@click.option(
+    "--fix", is_flag=True, help=f"rewrite what has one safe fix ({', '.join(FIXABLE)})"
+)
+@click.option(
+    "--diff", "show_diff", is_flag=True, help="show --fix's changes; write nothing"
+)
+def lint(paths, select, ignore, output, fix, show_diff):
     """Find DDP pitfalls in Python files and folders (rules: docs/lint.md)."""
+    if fix or show_diff:
+        rules = chosen_rules(codes(select), codes(ignore))
+        diff, fixed = fix_paths(list(python_files(paths)), rules, write=not show_diff)
+        if show_diff:
+            click.echo(diff, nl=False)
+            raise SystemExit(1 if fixed else 0)
+        click.echo(f"fixed {fixed} finding{'s' * (fixed != 1)}", err=True)
     findings, files = lint_paths(paths, codes(select), codes(ignore))
     if output in FORMATS:
         click.echo(FORMATS[output](findings))

@@ -452,7 +452,7 @@ def test_docs_lint_commands_run_on_a_generated_project(tmp_path, monkeypatch):
     commands = [
         line.split("  #")[0].strip() for line in block.split("```")[0].splitlines()
     ]
-    assert len(commands) == 6
+    assert len(commands) == 8
     monkeypatch.chdir(tmp_path)
     for command in commands:
         words = command.split()

@@ -22,6 +22,7 @@ GENERATOR_TESTS = [
     "tests/test_lint.py",
     "tests/test_ddp_lint.py",
     "tests/test_lint_formats.py",
+    "tests/test_lint_fix.py",
     "tests/test_packaging.py",
 ]
 TIMEOUT = 1500
