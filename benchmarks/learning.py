@@ -95,37 +95,59 @@ def image_runs(scratch, quick, before):
     return results
 
 
-def text_runs(scratch, quick):
+LOOP = ROOT / "benchmarks" / "patterns" / "gpt_loop.py"
+
+
+def gpt_loop(project, out, *flags):
+    """benchmarks/patterns/gpt_loop.py: train the plain loop, or --evaluate."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [PYTHON, LOOP, project, SHAKESPEARE, *flags, "--out", out]
+    subprocess.run([str(c) for c in command], check=True)
+    return json.loads(out.read_text())
+
+
+def generated_run(project, scratch, run_dir, nprocs, flags):
+    records, summary, wall = train(project, run_dir, nprocs, *flags)
+    curve = [
+        {"step": r["step"], "eval_loss": r["eval_loss"]}
+        for r in records
+        if "eval_loss" in r
+    ]
+    measured = gpt_loop(
+        project, Path(scratch) / "measured" / f"{run_dir.name}.json",
+        "--evaluate", run_dir,
+    )  # fmt: skip
+    return {
+        "tokens_per_second": summary["tokens_per_second"],
+        "eval_loss": summary["eval_loss"],
+        "eval_loss_remeasured": measured["eval_loss"],
+        "nanogpt_estimates": measured["nanogpt_estimates"],
+        "train_seconds": summary["train_seconds"],
+        "wall_s": round(wall, 1),
+        "curve": curve,
+    }
+
+
+def text_runs(scratch, quick, seeds):
+    """Per seed: the plain loop, then the generated project on 1 process
+    (batch 12) and on 2 (batch 6 each), one after the other."""
     project = generate(scratch, "shakespeare", "text", "gpt")
     steps = "200" if quick else "2000"
     flags = ["--data-dir", SHAKESPEARE, *nanogpt_cpu(steps)]
     results = {}
-    plain_out = Path(scratch) / "plain" / "result.json"
-    plain_out.parent.mkdir()
-    loop = ROOT / "benchmarks" / "patterns" / "gpt_loop.py"
-    command = [PYTHON, loop, project, SHAKESPEARE, "--steps", steps]
-    subprocess.run([str(c) for c in command + ["--out", plain_out]], check=True)
-    results["plain loop, 1 process"] = json.loads(plain_out.read_text())
-    for nprocs, batch in ((1, 12), (2, 6)):
-        run_dir = Path(scratch) / f"gpt-{nprocs}p"
-        records, summary, wall = train(
-            project, run_dir, nprocs, *flags, "--batch-size", batch
+    for seed in range(seeds):
+        plain_out = Path(scratch) / f"plain-{seed}" / "result.json"
+        results[f"plain loop, 1 process, seed {seed}"] = gpt_loop(
+            project, plain_out, "--steps", steps, "--seed", seed
         )
-        curve = [
-            {"step": r["step"], "eval_loss": r["eval_loss"]}
-            for r in records
-            if "eval_loss" in r
-        ]
-        results[f"generated, {nprocs} process(es)"] = {
-            "tokens_per_second": summary["tokens_per_second"],
-            "eval_loss": summary["eval_loss"],
-            "train_seconds": summary["train_seconds"],
-            "wall_s": round(wall, 1),
-            "curve": curve,
-        }
-        print(json.dumps({k: v for k, v in results.items()}, default=str)[:400])
+        for nprocs, batch in ((1, 12), (2, 6)):
+            run_dir = Path(scratch) / f"gpt-{nprocs}p-seed{seed}"
+            run_flags = [*flags, "--batch-size", batch, "--seed", seed]
+            label = f"generated, {nprocs} process(es), seed {seed}"
+            results[label] = generated_run(project, scratch, run_dir, nprocs, run_flags)
+            print(json.dumps({label: results[label]["eval_loss"]}), flush=True)
     sample = subprocess.run(
-        [PYTHON, "-m", "shakespeare.sample", Path(scratch) / "gpt-1p"]
+        [PYTHON, "-m", "shakespeare.sample", Path(scratch) / "gpt-1p-seed0"]
         + ["--prompt", "ROMEO:", "--tokens", "300"],
         cwd=project,
         capture_output=True,
@@ -146,7 +168,7 @@ def plot(images, text, output):
     left.set(xlabel="epoch", ylabel="validation accuracy", ylim=(0, 1))
     left.legend(fontsize=8)
     for label, run in text.items():
-        if isinstance(run, dict) and "curve" in run:
+        if isinstance(run, dict) and "curve" in run and label.endswith("seed 0"):
             curve = run["curve"]
             right.plot(
                 [p["step"] for p in curve], [p["eval_loss"] for p in curve], label=label
@@ -168,6 +190,7 @@ def main():
         choices=("images", "text"),
         help="rerun one part; the other is kept from DIR/learning.json",
     )
+    parser.add_argument("--seeds", type=int, default=3, help="text runs per setting")
     args = parser.parse_args()
     figures_file = args.out / "learning.json"
     figures = json.loads(figures_file.read_text()) if args.only else {}
@@ -175,7 +198,9 @@ def main():
         if args.only != "text":
             figures["images"] = image_runs(scratch, args.quick, args.before)
         if args.only != "images":
-            figures["text"] = text_runs(scratch, args.quick)
+            figures["text"] = text_runs(
+                scratch, args.quick, 1 if args.quick else args.seeds
+            )
     images, text = figures["images"], figures["text"]
     args.out.mkdir(parents=True, exist_ok=True)
     figures_file.write_text(json.dumps(figures, indent=2) + "\n")

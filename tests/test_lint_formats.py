@@ -150,7 +150,9 @@ def pre_commit(*args, cwd, home):
 
 def test_pre_commit_runs_the_repository_hook(tmp_path):
     """As a user's .pre-commit-config.yaml would: the hook id from this
-    repository, installed by pre-commit into its own environment."""
+    repository, installed by pre-commit into its own environment. (try-repo
+    installs the committed tree with its tracked changes: a new module must
+    be `git add`ed first.)"""
     manifest = pre_commit(
         "validate-manifest", ".pre-commit-hooks.yaml", cwd=ROOT, home=tmp_path
     )
