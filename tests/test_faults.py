@@ -422,6 +422,46 @@ def test_a_stop_signal_saves_exits_and_the_next_run_resumes(
     assert metrics["steps"] == stopped_at + 1
 
 
+def wait_for(condition, what, timeout):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.1)
+
+
+def test_sigusr1_writes_a_ranks_stacks_and_training_goes_on(projects, tmp_path):
+    """What `kill -USR1` on a hung rank gives: every thread's stack, the
+    trainer's frames among them, in RUN_DIR/debug; the run is not disturbed."""
+    project = projects("mp")
+    long_epochs = ["--train-size", "4096", "--epochs", "400", "--log-every", "1"]
+    command = [PYTHON, "train.py", "--nprocs", "2", *cpu_flags(tmp_path, *long_epochs)]
+    process = subprocess.Popen(
+        [str(c) for c in command],
+        cwd=project,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        lines = iter(process.stdout)  # bounded by pytest-timeout
+        next(line for line in lines if line.startswith("step 1 "))
+        host, pid = (tmp_path / "debug" / "rank-1.pid").read_text().split()
+        assert host == socket.gethostname()
+        os.kill(int(pid), signal.SIGUSR1)
+        stacks = tmp_path / "debug" / "rank-1.stacks"
+        wait_for(lambda: "Current thread" in stacks.read_text(), "the stacks", 60)
+        assert "trainer.py" in stacks.read_text(), stacks.read_text()
+        # Rank 1 went on: it agrees to the stop and the job exits cleanly.
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=120)[0]
+        assert process.returncode == 0, output[-3000:]
+        assert "SIGTERM: stopping at step" in output
+    finally:
+        kill_group(process.pid)
+
+
 # 6. A kill between the temp file and the rename
 
 

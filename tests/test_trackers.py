@@ -145,6 +145,7 @@ def test_no_tracker_writes_only_the_run_records(projects, tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "checkpoints",
         "config.json",
+        "debug",
         "metrics.json",
         "metrics.jsonl",
     ]

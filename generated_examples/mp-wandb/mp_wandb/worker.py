@@ -12,6 +12,7 @@ from .constraints import static_graph_wanted
 from .data import build_datasets, build_loaders, output_size
 from .distributed import pick_backend, pick_devices, process_group, share_cpu_threads
 from .divergence import Diverged
+from .forensics import record_stacks_on_request
 from .metrics import write_atomically
 from .model import build_model
 from .trainer import Trainer
@@ -51,7 +52,8 @@ def start_and_train(config, placement, store):
 def train(config, placement, devices, backend):
     """Train and return the summary; the trainer (and DDP) die with this call."""
     trainer = build_trainer(config, placement, devices, backend)
-    trainer.resume()
+    trainer.resume()  # settles the run folder (a fresh run sets older ones aside)
+    record_stacks_on_request(config.run_dir, placement.rank)
     return trainer.fit()
 
 
