@@ -281,11 +281,10 @@ def sampler_calls(value):
 def sampler_assignments(module):
     """{name: DistributedSampler call} of the samplers assigned to a name."""
     return {
-        dotted(target): call
-        for node in ast.walk(module.tree)
-        if isinstance(node, ast.Assign)
+        name: call
+        for name, nodes in assignments(module).items()
+        for node in nodes
         for call in sampler_calls(node.value)
-        for target in node.targets
     }
 
 
@@ -548,13 +547,14 @@ def forwards_around_ddp(module):
         return []
     wrapped = assigned_names(module, lambda value: last_name(value) in DDP_NAMES)
     aliases = {
-        dotted(target)
-        for node in ast.walk(module.tree)
-        if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Attribute)
-        and node.value.attr == "module"
-        and dotted(node.value.value) in wrapped
-        for target in node.targets
+        name
+        for name, nodes in assignments(module).items()
+        if any(
+            isinstance(node.value, ast.Attribute)
+            and node.value.attr == "module"
+            and dotted(node.value.value) in wrapped
+            for node in nodes
+        )
     }
     found = []
     for call in module.calls:
@@ -579,12 +579,12 @@ DDP_NAMES = ("DistributedDataParallel", "DDP")
 def assigned_names(module, is_wanted_call):
     """Names assigned from a call that is_wanted_call accepts."""
     return {
-        dotted(target)
-        for node in ast.walk(module.tree)
-        if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Call)
-        and is_wanted_call(node.value)
-        for target in node.targets
+        name
+        for name, nodes in assignments(module).items()
+        if any(
+            isinstance(node.value, ast.Call) and is_wanted_call(node.value)
+            for node in nodes
+        )
     }
 
 
@@ -689,10 +689,8 @@ def is_optimizer_step(call, optimizers=()):
     if last_name(call) != "step":
         return False
     receiver = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else ""
-    names = [dotted(call.func), *(dotted(a) for a in call.args)]
-    return receiver in optimizers or any(
-        "optim" in name.lower() or name in optimizers for name in names
-    )
+    names = [receiver, *(dotted(a) for a in call.args)]
+    return any("optim" in name.lower() or name in optimizers for name in names)
 
 
 RULES = [
