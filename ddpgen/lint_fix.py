@@ -15,8 +15,6 @@ from pathlib import Path
 
 from ddpgen.lint import keyword, lint_source
 
-FIXABLE = ("DDP002", "DDP004", "DDP006")
-
 
 def fix_source(source, path, rules):
     """(fixed source, the findings it fixed)."""
@@ -99,6 +97,7 @@ EDITS = {
     "DDP004": add_map_location,
     "DDP006": add_local_rank_spelling,
 }
+FIXABLE = tuple(EDITS)
 
 
 def fix_paths(files, rules, write):
