@@ -429,6 +429,7 @@ def wait_for(condition, what, timeout):
         time.sleep(0.1)
 
 
+@pytest.mark.fault
 def test_sigusr1_writes_a_ranks_stacks_and_training_goes_on(projects, tmp_path):
     """What `kill -USR1` on a hung rank gives: every thread's stack, the
     trainer's frames among them, in RUN_DIR/debug; the run is not disturbed."""
