@@ -28,6 +28,10 @@ STACKS_MARGIN_S = 45  # time left to dump the stacks of a hung run
 SMALL_SYNTHETIC = ["--train-size", "256", "--eval-size", "64", "--batch-size", "16"]
 SMALL_SYNTHETIC += ["--decay-steps", "64"]
 STEPS_PER_EPOCH = 256 // (16 * 2)  # SMALL_SYNTHETIC on 2 processes
+# The same steps in one process (batch 32, not 2 x 16), for what one rank does
+# alone (files, schedules, metrics): train(..., nprocs=1) in launch mode starts
+# one interpreter where torchrun starts three.
+ALONE = [*SMALL_SYNTHETIC, "--batch-size", "32"]
 
 SLUG = "{{cookiecutter.project_slug}}"
 PACKAGE = "{{cookiecutter.package_name}}"
@@ -234,6 +238,35 @@ def train(
     ]
     result = run(command, cwd=project, timeout=timeout, check=check, env=env)
     return (json.loads(metrics.read_text()) if metrics.exists() else None), result
+
+
+def train_alone(project, workdir, *flags, **options):
+    """train() in one process on ALONE's data: STEPS_PER_EPOCH steps an epoch."""
+    return train(project, workdir, *ALONE, *flags, nprocs=1, **options)
+
+
+def assert_contract(metrics, world_size):
+    """The metrics and checkpoint every training run promises (DESIGN.md)."""
+    import torch  # here: the generator's tests run without torch
+
+    assert metrics["world_size"] == world_size
+    assert metrics["replicas_in_sync"] is True
+    assert metrics["samples_per_second"] > 0
+    assert isinstance(metrics["final_loss"], float)
+    state = torch.load(metrics["checkpoint"], weights_only=True)
+    assert {
+        "model",
+        "optimizer",
+        "scheduler",
+        "scaler",
+        "epoch",
+        "step",
+        "rng",
+    } <= state.keys()
+    assert not [
+        key for key in state["model"] if key.startswith(("module.", "_orig_mod."))
+    ]
+    assert state["step"] == metrics["steps"] and state["epoch"] == metrics["epochs"]
 
 
 def checkpoints(workdir):

@@ -1,18 +1,22 @@
 """What the READMEs promise holds when tried: checkpoint retention across runs,
 honest metrics, runs that cannot train refused, mistakes as one line."""
 
-import time
+import json
 
 import pytest
 import torch
 from helpers import (
+    PYTHON,
     SMALL_SYNTHETIC,
     STEPS_PER_EPOCH,
     assert_same_weights,
     checkpoints,
     final_model,
     import_generated,
+    package,
+    run,
     train,
+    train_alone,
 )
 
 
@@ -24,11 +28,9 @@ def steps_in(folder):
 
 
 def test_a_fresh_run_keeps_its_checkpoint_and_sets_older_runs_aside(launch, tmp_path):
-    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "4")
+    train_alone(launch, tmp_path, "--epochs", "4")
     assert steps_in(tmp_path) == [2 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH, 32]
-    fresh, result = train(
-        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1", "--resume", "none"
-    )
+    fresh, result = train_alone(launch, tmp_path, "--epochs", "1", "--resume", "none")
     assert steps_in(tmp_path) == [STEPS_PER_EPOCH]
     assert torch.load(fresh["checkpoint"], weights_only=True)["step"] == 8
     (aside,) = (tmp_path / "checkpoints" / "superseded").iterdir()
@@ -39,27 +41,25 @@ def test_a_fresh_run_keeps_its_checkpoint_and_sets_older_runs_aside(launch, tmp_
     ]
     assert f"(another run) to {aside}" in result.stdout
     # --resume auto continues the newest run, not the older one's higher steps.
-    again, result = train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+    again, result = train_alone(launch, tmp_path, "--epochs", "1")
     assert f"resumed from {fresh['checkpoint']}" in result.stdout
     assert again["steps"] == STEPS_PER_EPOCH
 
 
 def test_rerunning_a_finished_command_changes_nothing(launch, tmp_path):
-    command = [*SMALL_SYNTHETIC, "--epochs", "1", "--max-steps", "5"]
-    first, _ = train(launch, tmp_path, *command)
+    command = ["--epochs", "1", "--max-steps", "5"]
+    first, _ = train_alone(launch, tmp_path, *command)
     weights = final_model(tmp_path)
-    second, _ = train(launch, tmp_path, *command)
+    second, _ = train_alone(launch, tmp_path, *command)
     assert second["steps"] == first["steps"] == 5
     assert_same_weights(final_model(tmp_path), weights)
     assert steps_in(tmp_path) == [5]
 
 
 def test_resuming_an_older_checkpoint_sets_the_newer_ones_aside(launch, tmp_path):
-    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3")
+    train_alone(launch, tmp_path, "--epochs", "3")
     older = checkpoints(tmp_path)[0]  # step 8
-    metrics, _ = train(
-        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", "--resume", older
-    )
+    metrics, _ = train_alone(launch, tmp_path, "--epochs", "2", "--resume", older)
     assert metrics["steps"] == 2 * STEPS_PER_EPOCH
     assert steps_in(tmp_path) == [8, 16]
 
@@ -68,8 +68,8 @@ def test_resuming_an_older_checkpoint_sets_the_newer_ones_aside(launch, tmp_path
 
 
 def test_final_metrics_describe_the_final_weights(launch, tmp_path):
-    metrics, result = train(
-        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3", "--eval-every", "2"
+    metrics, result = train_alone(
+        launch, tmp_path, "--epochs", "3", "--eval-every", "2"
     )
     assert metrics["steps"] == 3 * STEPS_PER_EPOCH
     assert metrics["eval_step"] == metrics["steps"]
@@ -80,28 +80,62 @@ def test_final_metrics_describe_the_final_weights(launch, tmp_path):
     ]
 
 
+# Trains in one process with a clock that jumps an hour after every evaluation
+# and save: only a training clock that stops for them stays under an hour.
+HOUR_PER_PAUSE = """
+import runpy, sys, time
+sys.path.insert(0, ".")
+from {package}.trainer import Trainer
+
+real_clock, skipped = time.perf_counter, [0.0]
+time.perf_counter = lambda: real_clock() + skipped[0]
+
+
+def an_hour_later(method):
+    def wrapper(*args, **kwargs):
+        result = method(*args, **kwargs)
+        skipped[0] += 3600.0
+        return result
+    return wrapper
+
+
+Trainer.evaluate = an_hour_later(Trainer.evaluate)
+Trainer.save_checkpoint = an_hour_later(Trainer.save_checkpoint)
+sys.argv[0] = "train.py"
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
 def test_throughput_counts_training_time_only(launch, tmp_path):
-    started = time.perf_counter()
-    metrics, _ = train(
-        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", "--eval-size", "4000"
-    )
-    wall = time.perf_counter() - started
-    trained = metrics["steps"] * 16 * 2
-    assert 0 < metrics["train_seconds"] < wall
+    driver = tmp_path / "hour_per_pause.py"
+    driver.write_text(HOUR_PER_PAUSE.format(package=package(launch)))
+    flags = [
+        *SMALL_SYNTHETIC,
+        "--epochs",
+        "2",
+        "--eval-every-steps",
+        "4",
+        "--log-every",
+        "2",
+    ]
+    flags += ["--run-dir", tmp_path / "run", "--metrics-file", tmp_path / "m.json"]
+    result = run([PYTHON, driver, "--device", "cpu", *flags], cwd=launch)
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert result.stdout.count("eval after") >= 2 * STEPS_PER_EPOCH // 4
+    assert 0 < metrics["train_seconds"] < 3600
+    trained = metrics["steps"] * 16
     assert metrics["samples_per_second"] == pytest.approx(
         trained / metrics["train_seconds"]
     )
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    rates = [json.loads(line).get("samples_per_second") for line in lines]
+    rates = [rate for rate in rates if rate is not None]
+    assert rates and min(rates) > 1  # an hour in a rate's window: < 1 sample/s
 
 
 def test_a_stop_on_an_epochs_last_step_completes_the_epoch(launch, tmp_path):
-    metrics, _ = train(
-        launch,
-        tmp_path,
-        *SMALL_SYNTHETIC,
-        "--epochs",
-        "3",
-        "--max-steps",
-        str(STEPS_PER_EPOCH),
+    metrics, _ = train_alone(
+        launch, tmp_path, "--epochs", "3", "--max-steps", str(STEPS_PER_EPOCH)
     )
     assert metrics["steps"] == STEPS_PER_EPOCH and metrics["epochs"] == 1
     state = torch.load(metrics["checkpoint"], weights_only=True)
@@ -111,7 +145,7 @@ def test_a_stop_on_an_epochs_last_step_completes_the_epoch(launch, tmp_path):
 def test_no_evaluation_set_evaluates_nothing_and_logs_without_bars(launch, tmp_path):
     """--eval-size 0: no eval line, record or metric. Logs without a terminal
     have no progress bars."""
-    metrics, result = train(launch, tmp_path, *SMALL_SYNTHETIC, "--eval-size", "0")
+    metrics, result = train_alone(launch, tmp_path, "--eval-size", "0")
     assert not [key for key in metrics if key.startswith("eval")], metrics
     assert "eval after" not in result.stdout
     assert "eval_" not in (tmp_path / "metrics.jsonl").read_text()
@@ -218,8 +252,6 @@ def test_epoch_end_resume_with_another_world_size_trains_on(launch, tmp_path):
 
 
 def test_a_run_without_amp_resumes_with_fp16(launch, tmp_path):
-    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
-    metrics, result = train(
-        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", "--amp", "fp16"
-    )
+    train_alone(launch, tmp_path, "--epochs", "1")
+    metrics, result = train_alone(launch, tmp_path, "--epochs", "2", "--amp", "fp16")
     assert "resumed from" in result.stdout and metrics["epochs"] == 2

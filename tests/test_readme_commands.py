@@ -2,6 +2,7 @@
 when a CPU machine can run it; the others are named with the reason and the
 test that covers them."""
 
+import json
 import re
 import shlex
 import sys
@@ -9,7 +10,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import BIN, PYTHON, TORCHRUN, child_env, free_port, package, run
+from helpers import (
+    BIN,
+    PYTHON,
+    TORCHRUN,
+    assert_contract,
+    child_env,
+    free_port,
+    package,
+    run,
+)
 from PIL import Image
 
 BASH_BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
@@ -83,14 +93,34 @@ def argv_and_env(command):
     return [PYTHON] + words[1:], settings
 
 
+def trains(command):
+    return (
+        "train.py" in command
+        and "--print-config" not in command
+        and not command.startswith("ddpgen ")
+    )
+
+
 def with_test_data(words, command, data, folder):
-    """Small data and a private run folder; the doctor trains nothing, and
-    the plot draws the run folder the README calls `run`."""
+    """Small data, a private run folder and the final metrics in it; the
+    doctor trains nothing, and the plot draws the run folder the README calls
+    `run`."""
     if ".plot" in command or ".sample" in command:
         return [str(folder) if word == "run" else word for word in words]
-    if ".doctor" in command or command.startswith("ddpgen "):
+    if not trains(command) and "--print-config" not in command:
         return words
-    return words + DATA_SIZE[data] + ["--run-dir", folder]
+    metrics = ["--metrics-file", folder / METRICS] if trains(command) else []
+    return words + DATA_SIZE[data] + ["--run-dir", folder, *metrics]
+
+
+METRICS = "final-metrics.json"
+
+
+def world_size(mode, command):
+    """2 where the command asks for 2 processes, and for an mp project on a
+    CPU machine (its default); 1 for plain `python train.py` in launch mode."""
+    asked = re.search(r"--(nproc-per-node|nprocs) (\d+)", command)
+    return int(asked.group(2)) if asked else 2 if mode == "mp" else 1
 
 
 def write_noise_images(folder):
@@ -181,6 +211,9 @@ def test_every_readme_command_runs(
         )
         if data == "cifar10":
             assert result.returncode == 2 and NO_CIFAR in result.stderr, command
+        elif trains(command):  # the contract, for every launcher the README shows
+            metrics = json.loads((folder / METRICS).read_text())
+            assert_contract(metrics, world_size(mode, command))
         assert "Traceback" not in result.output, command
         ran.append((section, command, result))
     resumed = [result for section, _, result in ran if section == "Resume"]

@@ -10,6 +10,7 @@ from helpers import (
     PYTHON,
     SMALL_SYNTHETIC,
     STEPS_PER_EPOCH,
+    assert_contract,
     assert_same_weights,
     checkpoints,
     child_env,
@@ -19,61 +20,10 @@ from helpers import (
     package,
     run,
     train,
+    train_alone,
 )
 
 ONE_EPOCH = ["--epochs", "1", *SMALL_SYNTHETIC]
-
-
-def assert_contract(metrics, world_size):
-    assert metrics["world_size"] == world_size
-    assert metrics["replicas_in_sync"] is True
-    assert metrics["samples_per_second"] > 0
-    assert isinstance(metrics["final_loss"], float)
-    state = torch.load(metrics["checkpoint"], weights_only=True)
-    assert {
-        "model",
-        "optimizer",
-        "scheduler",
-        "scaler",
-        "epoch",
-        "step",
-        "rng",
-    } <= state.keys()
-    assert not [
-        key for key in state["model"] if key.startswith(("module.", "_orig_mod."))
-    ]
-    assert state["step"] == metrics["steps"] and state["epoch"] == metrics["epochs"]
-
-
-def test_torchrun_trains_two_processes(launch, tmp_path):
-    metrics, _ = train(launch, tmp_path, *ONE_EPOCH)
-    assert_contract(metrics, world_size=2)
-    assert metrics["steps"] == STEPS_PER_EPOCH and metrics["epochs"] == 1
-    assert metrics["eval_samples"] == 64
-
-
-def test_legacy_launcher_passes_local_rank(launch, tmp_path):
-    metrics, _ = train(launch, tmp_path, *ONE_EPOCH, launcher="legacy")
-    assert_contract(metrics, world_size=2)
-
-
-def test_plain_python_trains_one_process(launch, tmp_path):
-    metrics, _ = train(launch, tmp_path, *ONE_EPOCH, nprocs=1)
-    assert_contract(metrics, world_size=1)
-    assert metrics["steps"] == 2 * STEPS_PER_EPOCH
-
-
-def test_mp_spawns_its_workers(mp, tmp_path):
-    metrics, _ = train(mp, tmp_path, *ONE_EPOCH)
-    assert_contract(metrics, world_size=2)
-
-
-def test_mp_defaults_to_two_processes_on_cpu(mp, tmp_path):
-    metrics_file = tmp_path / "m.json"
-    command = [PYTHON, "train.py", *ONE_EPOCH, "--metrics-file", metrics_file]
-    command += ["--checkpoint-dir", tmp_path / "c"]
-    run(command, cwd=mp, env=child_env(CUDA_VISIBLE_DEVICES=""))
-    assert '"world_size": 2' in metrics_file.read_text()
 
 
 def test_two_mp_jobs_on_one_machine_both_succeed(mp, tmp_path):
@@ -107,7 +57,7 @@ def test_threads_are_shared_between_processes(mp, tmp_path):
 
 
 def test_checkpoints_every_save_every_epochs_and_at_the_end(launch, tmp_path):
-    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3", "--save-every", "2")
+    train_alone(launch, tmp_path, "--epochs", "3", "--save-every", "2")
     steps = [
         torch.load(path, weights_only=True)["step"] for path in checkpoints(tmp_path)
     ]
@@ -115,15 +65,13 @@ def test_checkpoints_every_save_every_epochs_and_at_the_end(launch, tmp_path):
 
 
 def test_max_steps_stops_and_saves(launch, tmp_path):
-    metrics, _ = train(
-        launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "5", "--max-steps", "3"
-    )
+    metrics, _ = train_alone(launch, tmp_path, "--epochs", "5", "--max-steps", "3")
     assert metrics["steps"] == 3 and metrics["epochs"] == 0
     assert torch.load(metrics["checkpoint"], weights_only=True)["step"] == 3
 
 
 def test_keep_last_prunes_old_checkpoints(launch, tmp_path):
-    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3", "--keep-last", "2")
+    train_alone(launch, tmp_path, "--epochs", "3", "--keep-last", "2")
     steps = [
         torch.load(path, weights_only=True)["step"] for path in checkpoints(tmp_path)
     ]
@@ -141,8 +89,8 @@ def test_every_contract_flag_is_accepted(mp, tmp_path):
 
 
 def test_fp16_uses_a_grad_scaler(launch, tmp_path):
-    metrics, _ = train(
-        launch, tmp_path, *ONE_EPOCH, "--amp", "fp16", "--clip-grad-norm", "1"
+    metrics, _ = train_alone(
+        launch, tmp_path, "--epochs", "1", "--amp", "fp16", "--clip-grad-norm", "1"
     )
     state = torch.load(metrics["checkpoint"], weights_only=True)
     assert state["scaler"]["scale"] > 0
@@ -205,10 +153,10 @@ def test_resume_mid_epoch_equals_an_uninterrupted_run(mp, tmp_path):
 
 
 def test_unreadable_newest_checkpoint_falls_back_to_the_previous(launch, tmp_path):
-    train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2")
+    train_alone(launch, tmp_path, "--epochs", "2")
     older, newest = checkpoints(tmp_path)
     newest.write_bytes(newest.read_bytes()[:100])  # truncated mid-write
-    metrics, result = train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "3")
+    metrics, result = train_alone(launch, tmp_path, "--epochs", "3")
     assert f"skipping unreadable checkpoint {newest}" in result.stderr
     assert "Warning" not in result.stderr  # one line of ours, no Python warning
     assert f"resumed from {older}" in result.stdout
@@ -294,16 +242,19 @@ print(len(calls), trainer.step, len(trainer.train_loader))
 """
 
 
-def test_accumulation_all_reduces_once_per_optimizer_step(launch, tmp_path):
+@pytest.mark.parametrize("accum", [4, 3], ids=["even-groups", "short-last-group"])
+def test_accumulation_all_reduces_once_per_optimizer_step(launch, tmp_path, accum):
     """no_sync on all but the last micro-step: DDP's comm hook runs once per
-    optimizer step (the MLP is one bucket), not once per micro-batch."""
+    optimizer step (the MLP is one bucket), not once per micro-batch. With 64
+    micro-batches and 3 per step, the epoch's last step takes the one left."""
     script = tmp_path / "count.py"
     script.write_text(
         COUNT_ALL_REDUCES.format(package=package(launch), port=free_port())
     )
-    flags = [*ONE_EPOCH, "--batch-size", "4", "--grad-accum", "4"]
+    flags = [*ONE_EPOCH, "--batch-size", "4", "--grad-accum", str(accum)]
     flags += ["--device", "cpu", "--run-dir", tmp_path / "run"]
     result = run([PYTHON, script, *flags], cwd=launch)
     all_reduces, steps, micro_batches = map(int, result.stdout.split()[-3:])
-    assert micro_batches == 4 * steps
+    assert micro_batches == 64
+    assert steps == -(-micro_batches // accum)
     assert all_reduces == steps, result.stdout
