@@ -14,9 +14,10 @@ from helpers import (
     package,
     run,
     train,
+    train_alone,
 )
 
-FLAGS = [*SMALL_SYNTHETIC, "--log-every", "1"]
+FLAGS = ["--log-every", "1"]
 
 
 def jsonl_curve(run_dir, key):
@@ -109,14 +110,16 @@ READERS = {
 
 @pytest.mark.parametrize("tracker", READERS)
 def test_tracker_holds_each_step_once_across_a_resume(projects, tmp_path, tracker):
-    project = projects("mp", tracker=tracker)
+    project = projects("launch", tracker=tracker)
     env = child_env(WANDB_MODE="offline")
     run_dir = tmp_path / "run"
-    train(project, run_dir, *FLAGS, "--epochs", "2", env=env)  # saves at 8 and 16
+    train_alone(project, run_dir, *FLAGS, "--epochs", "2", env=env)  # saves 8, 16
     first_run_id = tracker_run_id(run_dir) if tracker != "tensorboard" else None
     # Back to step 8: steps 9..16 run again, then on to step 24.
     resume_at = run_dir / "checkpoints" / f"checkpoint-{STEPS_PER_EPOCH:09d}.pt"
-    train(project, run_dir, *FLAGS, "--epochs", "3", "--resume", resume_at, env=env)
+    train_alone(
+        project, run_dir, *FLAGS, "--epochs", "3", "--resume", resume_at, env=env
+    )
 
     read = READERS[tracker]
     last_step = 3 * STEPS_PER_EPOCH
@@ -130,7 +133,7 @@ def test_tracker_holds_each_step_once_across_a_resume(projects, tmp_path, tracke
         assert tracker_run_id(run_dir) == first_run_id  # the same tracker run
 
     # A fresh start in the same folder is a new run.
-    train(project, run_dir, *FLAGS, "--epochs", "1", "--resume", "none", env=env)
+    train_alone(project, run_dir, *FLAGS, "--epochs", "1", "--resume", "none", env=env)
     if tracker == "tensorboard":
         steps = sorted(read(run_dir, "train/loss"))
         assert steps == list(range(1, STEPS_PER_EPOCH + 1))
@@ -141,7 +144,7 @@ def test_tracker_holds_each_step_once_across_a_resume(projects, tmp_path, tracke
 def test_no_tracker_writes_only_the_run_records(projects, tmp_path):
     project = projects("launch", tracker="none")
     assert not (project / package(project) / "tracking.py").exists()
-    train(project, tmp_path, *FLAGS, "--epochs", "1")
+    train_alone(project, tmp_path, *FLAGS, "--epochs", "1")
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "checkpoints",
         "config.json",
@@ -152,15 +155,15 @@ def test_no_tracker_writes_only_the_run_records(projects, tmp_path):
 
 
 def test_only_rank_0_writes_tensorboard_events(projects, tmp_path):
-    train(projects("launch"), tmp_path, *FLAGS, "--epochs", "1")
+    train(projects("launch"), tmp_path, *SMALL_SYNTHETIC, *FLAGS, "--epochs", "1")
     assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 1
 
 
 def test_plot_draws_the_curves_of_a_run(projects, tmp_path):
     from matplotlib.image import imread
 
-    project = projects("mp")
-    train(project, tmp_path, *FLAGS, "--epochs", "2")
+    project = projects("launch")
+    train_alone(project, tmp_path, *FLAGS, "--epochs", "2")
     result = run([PYTHON, "-m", f"{package(project)}.plot", tmp_path], cwd=project)
     assert result.stdout.strip() == f"wrote {tmp_path / 'metrics.png'}"
     height, width, _ = imread(tmp_path / "metrics.png").shape
@@ -183,7 +186,7 @@ def test_wandb_without_a_login_says_so_and_logs_offline(projects, tmp_path):
     for name in ("WANDB_MODE", "WANDB_API_KEY"):
         env.pop(name, None)
     project = projects("launch", tracker="wandb")
-    _, result = train(project, tmp_path, *FLAGS, "--epochs", "1", env=env)
+    _, result = train_alone(project, tmp_path, *FLAGS, "--epochs", "1", env=env)
     assert (
         "wandb: No API key configured. Use `wandb login` to log in. Logging offline; "
         "upload later with wandb sync."
