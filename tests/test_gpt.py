@@ -87,7 +87,12 @@ def test_tokenised_once_and_sampled_from_the_checkpoint(gpt, corpus, tmp_path):
     ids=["bf16", "fp16", "grad-accum"],
 )
 def test_trains_with_amp_and_accumulation(gpt, corpus, tmp_path, extra):
-    metrics, _ = train(gpt, tmp_path, *flags(corpus, "--max-steps", "4", *extra))
+    """AMP in one process (the autocast and the scaler are each rank's own);
+    accumulation on two, where no_sync skips real all-reduces."""
+    nprocs = 2 if "--grad-accum" in extra else 1
+    metrics, _ = train(
+        gpt, tmp_path, *flags(corpus, "--max-steps", "4", *extra), nprocs=nprocs
+    )
     assert metrics["steps"] == 4 and metrics["replicas_in_sync"]
 
 

@@ -8,6 +8,7 @@ from helpers import (
     final_model,
     import_generated,
     train,
+    train_alone,
 )
 
 ONE_EPOCH = ["--epochs", "1", *SMALL_SYNTHETIC]
@@ -81,11 +82,12 @@ def test_mp_mode_split_model_equals_one_process_with_twice_the_batch(
 
 
 def test_launch_mode_split_model_resumes_like_an_uninterrupted_run(projects, tmp_path):
+    """In one process: two processes of split models are the mp test's."""
     project = projects("launch", model_parallel=True)
-    train(project, tmp_path / "resumed", *ONE_EPOCH)
-    metrics, _ = train(project, tmp_path / "resumed", *SMALL_SYNTHETIC, "--epochs", "2")
-    assert metrics["world_size"] == 2 and metrics["epochs"] == 2
-    train(project, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "2")
+    train_alone(project, tmp_path / "resumed", "--epochs", "1")
+    metrics, _ = train_alone(project, tmp_path / "resumed", "--epochs", "2")
+    assert metrics["world_size"] == 1 and metrics["epochs"] == 2
+    train_alone(project, tmp_path / "straight", "--epochs", "2")
     assert_same_weights(
         final_model(tmp_path / "resumed"), final_model(tmp_path / "straight")
     )

@@ -1,5 +1,6 @@
 """The run directory (config.json, metrics.jsonl), AdamW and the learning-rate
-schedules, checked by running generated projects with 2 gloo processes."""
+schedules, checked by running generated projects in one process (the records
+and the schedule are rank 0's; 2-process resumes are in test_runs.py)."""
 
 import json
 import math
@@ -7,16 +8,15 @@ import math
 import pytest
 import torch
 from helpers import (
-    SMALL_SYNTHETIC,
     STEPS_PER_EPOCH,
     checkpoints,
     final_model,
     import_generated,
     train,
+    train_alone,
 )
 
 ADAMW_COSINE = [
-    *SMALL_SYNTHETIC,
     *("--epochs", "2", "--log-every", "1"),
     *("--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.05"),
     *("--lr-schedule", "cosine", "--warmup-steps", "3", "--min-lr", "0.001"),
@@ -37,11 +37,13 @@ def training(run_dir):
     ]
 
 
-def test_adamw_cosine_resumed_at_max_steps_follows_the_uninterrupted_run(mp, tmp_path):
+def test_adamw_cosine_resumed_at_max_steps_follows_the_uninterrupted_run(
+    launch, tmp_path
+):
     resumed, straight = tmp_path / "resumed", tmp_path / "straight"
-    train(mp, resumed, *ADAMW_COSINE, "--max-steps", "5")
-    metrics, _ = train(mp, resumed, *ADAMW_COSINE)
-    train(mp, straight, *ADAMW_COSINE)
+    train_alone(launch, resumed, *ADAMW_COSINE, "--max-steps", "5")
+    metrics, _ = train_alone(launch, resumed, *ADAMW_COSINE)
+    train_alone(launch, straight, *ADAMW_COSINE)
 
     # Each step once, in order, with the uninterrupted run's lr and loss.
     assert training(resumed) == training(straight)
@@ -66,8 +68,8 @@ def test_adamw_cosine_resumed_at_max_steps_follows_the_uninterrupted_run(mp, tmp
     assert metrics["final_loss"] == pytest.approx(training(resumed)[-1][3])
 
 
-def test_the_run_dir_holds_the_resolved_config_and_the_checkpoints(mp, tmp_path):
-    train(mp, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
+def test_the_run_dir_holds_the_resolved_config_and_the_checkpoints(launch, tmp_path):
+    train_alone(launch, tmp_path, "--epochs", "1")
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["checkpoint_dir"] == ""  # derived from run_dir, never pinned
     assert checkpoints(tmp_path)
@@ -76,10 +78,10 @@ def test_the_run_dir_holds_the_resolved_config_and_the_checkpoints(mp, tmp_path)
     assert [(r["step"], r["epoch"]) for r in evaluations] == [(STEPS_PER_EPOCH, 1)]
 
 
-def test_a_fresh_run_drops_the_older_runs_records(mp, tmp_path):
-    flags = [*SMALL_SYNTHETIC, "--epochs", "1", "--log-every", "4"]
-    train(mp, tmp_path, *flags, "--seed", "1")
-    train(mp, tmp_path, *flags, "--resume", "none")
+def test_a_fresh_run_drops_the_older_runs_records(launch, tmp_path):
+    flags = ["--epochs", "1", "--log-every", "4"]
+    train_alone(launch, tmp_path, *flags, "--seed", "1")
+    train_alone(launch, tmp_path, *flags, "--resume", "none")
     steps = [r["step"] for r in records(tmp_path) if "loss" in r]
     assert steps == [4, 8]
 
