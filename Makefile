@@ -22,11 +22,11 @@ demo: $(BIN)/ddpgen
 
 # Two pytest workers keep both cores busy: one test's processes wait on each
 # other (rendezvous, barriers, start-up I/O) a quarter of the time. JOBS=1 runs
-# them one at a time.
+# them one at a time. loadgroup keeps an xdist_group's tests on one worker.
 JOBS ?= 2
 
 test: $(BIN)/ddpgen
-	$(BIN)/pytest -q -n $(JOBS) --dist worksteal --durations=15 -m "not bench"
+	$(BIN)/pytest -q -n $(JOBS) --dist loadgroup --durations=15 -m "not bench"
 
 # The benchmarks' own code on a small run each (about 3 minutes; CI runs it).
 test-bench: $(BIN)/ddpgen

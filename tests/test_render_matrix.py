@@ -16,6 +16,10 @@ from ddpgen.files import is_litter
 from ddpgen.postprocess import black_settings, ruff_binary, unformatted
 from ddpgen.spec import MAX_NAME_LENGTH, builtin_template_dir
 
+# One pytest worker takes them all: the renders and the batched black and ruff
+# runs are module fixtures, which a worker would otherwise set up again.
+pytestmark = pytest.mark.xdist_group("render-matrix")
+
 TEMPLATE = Template.load()
 ALL = combinations(TEMPLATE.options)
 DEFAULT_TRACKER = "tensorboard"
