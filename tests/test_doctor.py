@@ -2,10 +2,21 @@
 under torchrun, with its own processes (mp), and alone with a rank missing.
 (Under srun: tests/test_slurm.py.)"""
 
+import os
+import socket
+import subprocess
 import time
 
 import pytest
-from helpers import PYTHON, TORCHRUN, child_env, free_port, package, run
+from helpers import (
+    PYTHON,
+    TORCHRUN,
+    child_env,
+    free_port,
+    import_generated,
+    package,
+    run,
+)
 
 FAST = ["--device", "cpu", "--max-mib", "1"]
 
@@ -92,3 +103,43 @@ def test_doctor_without_master_addr_says_so(projects):
     result = run(command, cwd=project, env=env, check=False, timeout=60)
     assert result.returncode == 1
     assert "WORLD_SIZE=2 but MASTER_ADDR is not set" in result.stderr
+
+
+def test_doctor_stacks_asks_only_live_ranks_of_this_host(projects, tmp_path, capsys):
+    """A rank's record outlives it: a pid now another process's must not get
+    SIGUSR1 (its default action ends the process)."""
+    forensics = import_generated(projects("launch"), "forensics")
+    debug = tmp_path / "debug"
+    debug.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        here = socket.gethostname()
+        records = [f"{here} {stranger.pid} 1", f"{here} {gone.pid} 1", "node7 42 1"]
+        for rank, record in enumerate(records):
+            (debug / f"rank-{rank}.pid").write_text(record + "\n")
+        an_hour_ago = time.time() - 3600  # rank 0 wrote its record before that
+        os.utime(debug / "rank-0.pid", (an_hour_ago, an_hour_ago))
+        assert forensics.stacks([str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert stranger.poll() is None  # not signalled
+        assert (
+            f"  rank 0: not running: pid {stranger.pid} now belongs to a process "
+            "started later" in out
+        )
+        assert f"  rank 1: not running: pid {gone.pid} has exited" in out
+        assert "  rank 2: on host node7: run this there" in out
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_doctor_stacks_of_a_folder_that_is_no_run_is_one_line(projects, tmp_path):
+    project = projects("launch")
+    command = [PYTHON, "-m", f"{package(project)}.doctor", "stacks", tmp_path]
+    result = run(command, cwd=project, check=False)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"error: no rank wrote {tmp_path}/debug/rank-N.pid: is it a run?\n"
+    )

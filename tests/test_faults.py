@@ -1,6 +1,7 @@
 """Beyond one machine and surviving faults: loopback only, every run bounded."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from helpers import (
     final_model,
     free_port,
     kill_group,
+    package,
     run,
     train,
 )
@@ -448,7 +450,7 @@ def test_sigusr1_writes_a_ranks_stacks_and_training_goes_on(projects, tmp_path):
     try:
         lines = iter(process.stdout)  # bounded by pytest-timeout
         next(line for line in lines if line.startswith("step 1 "))
-        host, pid = (tmp_path / "debug" / "rank-1.pid").read_text().split()
+        host, pid, _ = (tmp_path / "debug" / "rank-1.pid").read_text().split()
         assert host == socket.gethostname()
         os.kill(int(pid), signal.SIGUSR1)
         stacks = tmp_path / "debug" / "rank-1.stacks"
@@ -459,6 +461,49 @@ def test_sigusr1_writes_a_ranks_stacks_and_training_goes_on(projects, tmp_path):
         output = process.communicate(timeout=120)[0]
         assert process.returncode == 0, output[-3000:]
         assert "SIGTERM: stopping at step" in output
+    finally:
+        kill_group(process.pid)
+
+
+@pytest.mark.fault
+def test_doctor_stacks_tells_the_hung_rank_from_the_waiting_one(projects, tmp_path):
+    """Rank 1 stops stepping after step 3 (asleep), rank 0 waits for it in a
+    collective: `doctor stacks` prints each rank's line of the project; a
+    stopped rank is named as silent (exit 1)."""
+    project = projects("launch")
+    command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", INJECT]
+    command += cpu_flags(tmp_path, "--epochs", "100", "--log-every", "1")
+    env = child_env(FAULT="hang-at-step", FAULT_STEP=3, FAULT_RANK=1)
+    process = subprocess.Popen(
+        [str(c) for c in command],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    doctor = [PYTHON, "-m", f"{package(project)}.doctor", "stacks", tmp_path]
+    try:
+        next(line for line in process.stdout if line.startswith("step 3 "))
+        code = re.escape(package(project))
+        expected = [  # rank 0 waits in a collective; rank 1 sleeps in the fault
+            rf"  rank 0: {code}/\w+\.py:\d+ in \w+ \((backward|all_reduce|wait)\)",
+            rf"  rank 1: {code}/trainer\.py:\d+ in _run_epoch \(step_then_hang\)",
+        ]
+        deadline = time.monotonic() + 60  # until both got there, however busy
+        while True:
+            result = run(doctor, cwd=project)
+            ranks = sorted(result.stdout.splitlines()[1:])
+            found = len(ranks) == 2 and all(map(re.fullmatch, expected, ranks))
+            if found or time.monotonic() > deadline:
+                break
+        assert found, result.stdout
+        rank_0_pid = int((tmp_path / "debug" / "rank-0.pid").read_text().split()[1])
+        os.kill(rank_0_pid, signal.SIGSTOP)
+        silent = run([*doctor, "--wait", "2"], cwd=project, check=False)
+        assert silent.returncode == 1
+        assert "  rank 0: did not answer within 2 s: stopped" in silent.stdout
     finally:
         kill_group(process.pid)
 

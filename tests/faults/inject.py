@@ -3,6 +3,8 @@ this file in place of train.py (cwd: the project).
 
 FAULT=kill-at-step   SIGKILL the process right after optimizer step FAULT_STEP
 FAULT=raise-at-step  raise a RuntimeError there instead
+FAULT=hang-at-step   sleep there for an hour instead (the others then wait in
+                     their next collective)
 FAULT=unreadable-on-rank  loading any checkpoint fails on FAULT_RANK
 FAULT=kill-in-save   SIGKILL it after writing the temp file of the checkpoint of
                      step FAULT_STEP, before the rename
@@ -21,6 +23,7 @@ import os
 import runpy
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
@@ -65,6 +68,15 @@ elif FAULT == "kill-at-step":
             die()
 
     trainer.Trainer._optimizer_step = step_then_die
+elif FAULT == "hang-at-step":
+    optimizer_step = trainer.Trainer._optimizer_step
+
+    def step_then_hang(self):
+        optimizer_step(self)
+        if self.step == STEP and doomed():
+            time.sleep(3600)
+
+    trainer.Trainer._optimizer_step = step_then_hang
 elif FAULT == "kill-in-save":
     replace = os.replace
 

@@ -8,6 +8,8 @@ Global rank 0 prints versions, devices, the layout training would use, the
 environment variables that matter and the room in /dev/shm, then the latency
 and bandwidth of all_reduce over every rank. A rank that does not join within
 --timeout is named and the exit code is 1.
+
+    python -m PACKAGE.doctor stacks RUN_DIR  # a running job: where is each rank?
 """
 
 import dataclasses
@@ -34,6 +36,7 @@ from .distributed import (
     process_group,
     processes,
 )
+from .forensics import stacks
 from .spawn import spawn
 
 FLAGS = ["device", "backend", "share_gpu", "nprocs", "nnodes", "node_rank"]
@@ -233,4 +236,6 @@ def shm_line():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["stacks"]:  # where each rank of a running job is now
+        sys.exit(stacks(sys.argv[2:]))
     sys.exit(main())
