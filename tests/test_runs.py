@@ -200,6 +200,48 @@ def test_sampler_shards_are_disjoint_cover_the_data_and_reshuffle(launch):
     assert list(sampler) == first[0][2:] and len(sampler) == 3
 
 
+RECORD_ORDERS = """
+import json
+import sys
+sys.path.insert(0, ".")  # the project: the current directory
+import torch.distributed as dist
+from {package}.config import parse_args
+from {package}.distributed import Placement, pick_devices
+from {package}.worker import build_trainer
+
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0,
+                        world_size=1)
+config = parse_args(sys.argv[1:])
+placement = Placement(0, 0, 1, 1)
+trainer = build_trainer(config, placement, pick_devices(config, placement), "gloo")
+orders, sampler_type = [], type(trainer.train_loader.sampler)
+iterate = sampler_type.__iter__
+
+
+def recording(sampler):
+    orders.append(list(iterate(sampler)))
+    return iter(orders[-1])
+
+
+sampler_type.__iter__ = recording
+trainer.fit()
+print(json.dumps(orders))
+"""
+
+
+def test_the_trainer_reshuffles_every_epoch(launch, tmp_path):
+    """Each epoch the loop draws a new order of every sample (the sampler's
+    own test cannot see whether the trainer tells it the epoch)."""
+    script = tmp_path / "orders.py"
+    script.write_text(RECORD_ORDERS.format(package=package(launch), port=free_port()))
+    flags = [*SMALL_SYNTHETIC, "--epochs", "3", "--device", "cpu"]
+    result = run([PYTHON, script, *flags, "--run-dir", tmp_path / "run"], cwd=launch)
+    orders = json.loads(result.stdout.splitlines()[-1])
+    assert len(orders) == 3
+    assert all(sorted(order) == list(range(256)) for order in orders)
+    assert len({tuple(order) for order in orders}) == 3
+
+
 def test_eval_shards_count_every_sample_once(launch):
     data = import_generated(launch, "data")
     distributed = import_generated(launch, "distributed")
