@@ -206,7 +206,7 @@ import sys
 sys.path.insert(0, ".")  # the project: the current directory
 import torch.distributed as dist
 from {package}.config import parse_args
-from {package}.distributed import Placement, pick_devices
+from {package}.distributed import Placement, leave_process_group, pick_devices
 from {package}.worker import build_trainer
 
 dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0,
@@ -226,6 +226,7 @@ def recording(sampler):
 sampler_type.__iter__ = recording
 trainer.fit()
 print(json.dumps(orders))
+leave_process_group()  # as worker.py does: else gloo's threads may abort the exit
 """
 
 
@@ -260,7 +261,7 @@ sys.path.insert(0, ".")  # the project: the current directory
 import torch
 import torch.distributed as dist
 from {package}.config import parse_args
-from {package}.distributed import Placement, pick_devices
+from {package}.distributed import Placement, leave_process_group, pick_devices
 from {package}.worker import build_trainer
 
 dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0,
@@ -281,6 +282,7 @@ def counting_hook(state, bucket):
 trainer.ddp.register_comm_hook(None, counting_hook)
 trainer.fit()
 print(len(calls), trainer.step, len(trainer.train_loader))
+leave_process_group()  # as worker.py does: else gloo's threads may abort the exit
 """
 
 
