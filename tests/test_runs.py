@@ -200,10 +200,13 @@ def test_sampler_shards_are_disjoint_cover_the_data_and_reshuffle(launch):
     assert list(sampler) == first[0][2:] and len(sampler) == 3
 
 
-RECORD_ORDERS = """
+# One process of a generated project's trainer, built and fitted here: `{hooks}`
+# observes it, `{report}` prints what it saw.
+ONE_PROCESS_TRAINER = """
 import json
 import sys
 sys.path.insert(0, ".")  # the project: the current directory
+import torch
 import torch.distributed as dist
 from {package}.config import parse_args
 from {package}.distributed import Placement, leave_process_group, pick_devices
@@ -214,6 +217,25 @@ dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0,
 config = parse_args(sys.argv[1:])
 placement = Placement(0, 0, 1, 1)
 trainer = build_trainer(config, placement, pick_devices(config, placement), "gloo")
+{hooks}
+trainer.fit()
+{report}
+leave_process_group()  # as worker.py does: else gloo's threads may abort the exit
+"""
+
+
+def run_one_process_trainer(project, tmp_path, hooks, report, *flags):
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        ONE_PROCESS_TRAINER.format(
+            package=package(project), port=free_port(), hooks=hooks, report=report
+        )
+    )
+    flags = [*flags, "--device", "cpu", "--run-dir", tmp_path / "run"]
+    return run([PYTHON, script, *flags], cwd=project).stdout.splitlines()[-1]
+
+
+RECORD_ORDERS = """
 orders, sampler_type = [], type(trainer.train_loader.sampler)
 iterate = sampler_type.__iter__
 
@@ -224,20 +246,17 @@ def recording(sampler):
 
 
 sampler_type.__iter__ = recording
-trainer.fit()
-print(json.dumps(orders))
-leave_process_group()  # as worker.py does: else gloo's threads may abort the exit
 """
 
 
 def test_the_trainer_reshuffles_every_epoch(launch, tmp_path):
     """Each epoch the loop draws a new order of every sample (the sampler's
     own test cannot see whether the trainer tells it the epoch)."""
-    script = tmp_path / "orders.py"
-    script.write_text(RECORD_ORDERS.format(package=package(launch), port=free_port()))
-    flags = [*SMALL_SYNTHETIC, "--epochs", "3", "--device", "cpu"]
-    result = run([PYTHON, script, *flags, "--run-dir", tmp_path / "run"], cwd=launch)
-    orders = json.loads(result.stdout.splitlines()[-1])
+    flags = [*SMALL_SYNTHETIC, "--epochs", "3"]
+    report = "print(json.dumps(orders))"
+    orders = json.loads(
+        run_one_process_trainer(launch, tmp_path, RECORD_ORDERS, report, *flags)
+    )
     assert len(orders) == 3
     assert all(sorted(order) == list(range(256)) for order in orders)
     assert len({tuple(order) for order in orders}) == 3
@@ -256,19 +275,6 @@ def test_eval_shards_count_every_sample_once(launch):
 
 
 COUNT_ALL_REDUCES = """
-import sys
-sys.path.insert(0, ".")  # the project: the current directory
-import torch
-import torch.distributed as dist
-from {package}.config import parse_args
-from {package}.distributed import Placement, leave_process_group, pick_devices
-from {package}.worker import build_trainer
-
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0,
-                        world_size=1)
-config = parse_args(sys.argv[1:])
-placement = Placement(0, 0, 1, 1)
-trainer = build_trainer(config, placement, pick_devices(config, placement), "gloo")
 calls = []
 
 
@@ -280,9 +286,6 @@ def counting_hook(state, bucket):
 
 
 trainer.ddp.register_comm_hook(None, counting_hook)
-trainer.fit()
-print(len(calls), trainer.step, len(trainer.train_loader))
-leave_process_group()  # as worker.py does: else gloo's threads may abort the exit
 """
 
 
@@ -291,14 +294,12 @@ def test_accumulation_all_reduces_once_per_optimizer_step(launch, tmp_path, accu
     """no_sync on all but the last micro-step: DDP's comm hook runs once per
     optimizer step (the MLP is one bucket), not once per micro-batch. With 64
     micro-batches and 3 per step, the epoch's last step takes the one left."""
-    script = tmp_path / "count.py"
-    script.write_text(
-        COUNT_ALL_REDUCES.format(package=package(launch), port=free_port())
-    )
     flags = [*ONE_EPOCH, "--batch-size", "4", "--grad-accum", str(accum)]
-    flags += ["--device", "cpu", "--run-dir", tmp_path / "run"]
-    result = run([PYTHON, script, *flags], cwd=launch)
-    all_reduces, steps, micro_batches = map(int, result.stdout.split()[-3:])
+    report = "print(len(calls), trainer.step, len(trainer.train_loader))"
+    counts = run_one_process_trainer(
+        launch, tmp_path, COUNT_ALL_REDUCES, report, *flags
+    )
+    all_reduces, steps, micro_batches = map(int, counts.split())
     assert micro_batches == 64
     assert steps == -(-micro_batches // accum)
-    assert all_reduces == steps, result.stdout
+    assert all_reduces == steps, counts
