@@ -89,11 +89,9 @@ def ask_for_stacks(folder, ranks):
     before}, [a line for each rank not asked])."""
     asked, unasked, here = {}, [], socket.gethostname()
     for rank, record in sorted(ranks.items()):
-        why_not = None if record.host == here else "elsewhere"
-        why_not = why_not or why_not_running(record)
-        if why_not == "elsewhere":
+        if record.host != here:
             unasked.append(f"rank {rank}: on host {record.host}: run this there")
-        elif why_not:
+        elif why_not := why_not_running(record):
             unasked.append(f"rank {rank}: not running: {why_not}")
         else:
             asked[rank] = stacks_file(folder, rank).stat().st_size
