@@ -1,3 +1,6 @@
+import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -28,6 +31,35 @@ def isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("COOKIECUTTER_CONFIG", raising=False)
     return home
+
+
+def processes_working_under(folder):
+    """{pid: command} of the processes whose working directory is in folder."""
+    found = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if proc.joinpath("cwd").resolve().is_relative_to(folder):
+                found[int(proc.name)] = proc.joinpath("cmdline").read_bytes()
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+    return {
+        pid: command.replace(b"\0", b" ").decode() for pid, command in found.items()
+    }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_tests(tmp_path_factory):
+    """Every run a test starts ends with it: a worker left behind (torchrun
+    starts each in a session of its own) would hold a core for the rest."""
+    folder = tmp_path_factory.getbasetemp().resolve()
+    yield
+    deadline = time.monotonic() + 10  # time for processes already exiting
+    while (left := processes_working_under(folder)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes outlived the tests: {left}"
 
 
 @pytest.fixture(scope="session")

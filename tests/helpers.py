@@ -190,11 +190,33 @@ def stacks_of_group(group):
     return "\n".join(report)
 
 
+def descendants(pid):
+    """The pids of every process below `pid`."""
+    listing = subprocess.run(
+        ["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True
+    ).stdout
+    children = {}
+    for line in listing.splitlines():
+        child, parent = map(int, line.split())
+        children.setdefault(parent, []).append(child)
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
 def kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)  # leftovers of the run, if any
-    except ProcessLookupError:
-        pass
+    """SIGKILL what is left of a run: its process group and every process
+    below its launcher (torchrun starts each worker in a session of its own,
+    so the group alone would leave them running)."""
+    below = descendants(pid)
+    for kill, target in [(os.killpg, pid)] + [(os.kill, p) for p in below]:
+        try:
+            kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def train_command(project, nprocs, launcher="auto"):

@@ -365,25 +365,33 @@ def start_then_stop(project, command, workdir, stop):
         output.append(process.communicate(timeout=120)[0])
         return process.returncode, "".join(output), process.pid
     finally:
+        still_running = group_outlives(process.pid, seconds=10)
         leftovers = subprocess.run(
             ["ps", "-o", "pid,stat,args", "-g", str(process.pid)],
             capture_output=True,
             text=True,
         ).stdout
-        still_running = group_alive(process.pid)
         kill_group(process.pid)
         assert not still_running, f"processes were left behind:\n{leftovers}"
 
 
-def group_alive(pgid):
-    """Whether a process of the group still runs (zombies have exited already)."""
-    listing = subprocess.run(
-        ["ps", "-o", "stat=", "-g", str(pgid)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    ).stdout.split()
-    return any(not state.startswith("Z") for state in listing)
+def group_outlives(pgid, seconds):
+    """Whether a process of the group still runs `seconds` after the launcher
+    exited. Not at once: multiprocessing's resource tracker, which the mp
+    launcher does not wait for, exits only once it reads the launcher's end of
+    its pipe close, a moment after the launcher itself (zombies have exited)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        listing = subprocess.run(
+            ["ps", "-o", "stat=", "-g", str(pgid)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
+        running = any(not state.startswith("Z") for state in listing)
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.1)
 
 
 @pytest.mark.fault
