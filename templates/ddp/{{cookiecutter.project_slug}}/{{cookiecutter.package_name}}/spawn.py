@@ -16,10 +16,17 @@ from .distributed import Placement, first_line, visible_gpus
 {%- if cookiecutter.model_parallel %}
 from .model_parallel import processes_per_node, stage_devices
 {%- endif %}
-from .worker import run
 
 
-def spawn(config, entry=run):
+def train(config, placement, store):
+    """The workers' entry. Imported in them only: the launcher trains nothing,
+    and the data and model libraries take it seconds to import."""
+    from .worker import run
+
+    run(config, placement, store)
+
+
+def spawn(config, entry=train):
     """Start this node's processes; each calls entry(config, placement, store)."""
     try:
         context, store = start(config, entry)  # the store lives as long as the job
