@@ -14,10 +14,17 @@ from .agreement import QUIT_NOW, CtrlC
 from .config import ConfigError, exit_for
 from .distributed import Placement, first_line, visible_gpus
 from .model_parallel import processes_per_node, stage_devices
-from .worker import run
 
 
-def spawn(config, entry=run):
+def train(config, placement, store):
+    """The workers' entry. Imported in them only: the launcher trains nothing,
+    and the data and model libraries take it seconds to import."""
+    from .worker import run
+
+    run(config, placement, store)
+
+
+def spawn(config, entry=train):
     """Start this node's processes; each calls entry(config, placement, store)."""
     try:
         context, store = start(config, entry)  # the store lives as long as the job
