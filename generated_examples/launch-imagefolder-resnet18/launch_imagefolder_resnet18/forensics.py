@@ -43,11 +43,13 @@ def record_stacks_on_request(run_dir, rank):
         return  # not on Windows
     folder = Path(run_dir) / "debug"
     folder.mkdir(parents=True, exist_ok=True)
-    record = f"{socket.gethostname()} {os.getpid()} {threading.main_thread().ident}"
-    (folder / f"rank-{rank}.pid").write_text(record + "\n")
     # Open for the life of the process: the handler writes to its descriptor.
     stream = open(folder / f"rank-{rank}.stacks", "a")
     faulthandler.register(signal.SIGUSR1, file=stream, all_threads=True, chain=False)
+    # Last: `doctor stacks` signals the ranks it finds recorded, and SIGUSR1
+    # without the handler would end the process.
+    record = f"{socket.gethostname()} {os.getpid()} {threading.main_thread().ident}"
+    (folder / f"rank-{rank}.pid").write_text(record + "\n")
 
 
 def stacks(argv=None):
