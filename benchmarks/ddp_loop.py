@@ -18,7 +18,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from workloads import MODELS, free_port, small_cnn
+from workloads import MODELS, free_port, process_group, small_cnn
 
 WORLD = 2
 ROUNDS = 3
@@ -36,14 +36,10 @@ def run_workers(task, *args):
 
 def worker(rank, port, task, args, results):
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // WORLD))
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    try:
+    with process_group("gloo", rank, WORLD, port):
         result = task(rank, *args)
         if rank == 0:
             results.put(result)
-    finally:
-        dist.destroy_process_group()
 
 
 def timed_steps(model, steps, batch, after_step=lambda: None):

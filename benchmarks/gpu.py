@@ -9,7 +9,6 @@ it skipped and exits 0.
 """
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -81,13 +80,11 @@ def single_device_step(size):
 
 
 def ddp_worker(rank, world, port, size, project, results):
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
+    from workloads import process_group
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     device = device_for(rank, size)
-    dist.init_process_group(size["backend"], rank=rank, world_size=world)
-    try:
+    with process_group(size["backend"], rank, world, port):
         ids = [rank] if device.type == "cuda" else None
         model = DistributedDataParallel(
             resnet18(device), device_ids=ids, gradient_as_bucket_view=True
@@ -100,8 +97,6 @@ def ddp_worker(rank, world, port, size, project, results):
         if rank == 0:
             results.put({"ddp_s_per_step": step, "all_reduce": table})
         del model
-    finally:
-        dist.destroy_process_group()
 
 
 def ddp_step_and_bandwidth(world, size, project):

@@ -8,12 +8,21 @@ gradient traffic per sample), batch 32 per process. The data is in memory
 gradient exchange, not image decoding.
 """
 
+import contextlib
+import gc
 import json
 import os
 import socket
 import time
 
 import torch
+import torch.distributed as dist
+
+# Imported before any process group exists, as the generated distributed.py
+# does: DDP imports it lazily otherwise, its defaults then hold the default
+# group for good, and gloo's threads outliving destroy_process_group abort the
+# process as it exits ("terminate called without an active exception").
+import torch.distributed.nn.functional  # noqa: F401
 from torch import nn
 
 CLASSES = 10
@@ -103,3 +112,16 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def process_group(backend, rank, world, port):
+    """A loopback process group, destroyed while the interpreter is whole (DDP's
+    reducer holds it from reference cycles: collect them first)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    try:
+        yield
+    finally:
+        gc.collect()
+        dist.destroy_process_group()
