@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: demo test test-bench test-pythons test-slurm test-gpu soak examples bench bench-gpu clean
+.PHONY: demo test test-bench test-pythons test-slurm test-gpu soak examples lint-docs bench bench-gpu clean
 
 $(BIN)/ddpgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ test-gpu: $(BIN)/ddpgen
 # Regenerate generated_examples/ through the real CLI.
 examples: $(BIN)/ddpgen
 	$(BIN)/python tools/make_examples.py generated_examples
+
+# docs/lint.md's rule sections, from ddpgen/lint/rules/.
+lint-docs: $(BIN)/ddpgen
+	$(BIN)/python tools/lint_docs.py
 
 # Every CPU benchmark (about 25 minutes on 2 cores); benchmarks/results.md
 # holds a recorded run.

@@ -10,8 +10,8 @@ from ddpgen import __version__
 from ddpgen.checks import check_template
 from ddpgen.errors import DdpgenError
 from ddpgen.lint import chosen_rules, lint_paths, python_files
-from ddpgen.lint_fix import FIXABLE, fix_paths
-from ddpgen.lint_formats import FORMATS
+from ddpgen.lint.fixes import FIXABLE, fix_paths
+from ddpgen.lint.formats import FORMATS
 from ddpgen.render import render_project
 from ddpgen.spec import Template, make_spec
 from ddpgen.update import update_project

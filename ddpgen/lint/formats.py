@@ -3,6 +3,7 @@
 github: GitHub Actions workflow commands, one `::warning ...::` line per
 finding (annotations on the pull request's diff); the escaping is that of
 @actions/core. sarif: SARIF 2.1.0, which GitHub code scanning uploads.
+rules_markdown: the rules' sections of docs/lint.md (tools/lint_docs.py).
 """
 
 import json
@@ -10,11 +11,18 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ddpgen import __version__
-from ddpgen.lint import RULES, Rule
+from ddpgen.lint.rule import Rule
+from ddpgen.lint.rules import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # A file that does not parse: listed with the rules, so every result names one.
-PARSE_ERROR = Rule("DDP000", "cannot parse: the file is not valid Python", None)
+PARSE_ERROR = Rule(
+    "DDP000",
+    "cannot parse: the file is not valid Python",
+    None,
+    docs="DDP000 the file does not parse\n\n"
+    "No rule can read it; the other files are still linted.",
+)
 
 
 def as_json(findings):
@@ -60,7 +68,7 @@ def sarif_rule(rule):
         "id": rule.code,
         "shortDescription": {"text": rule.message.split(":")[0]},
         "fullDescription": {"text": rule.message},
-        "help": {"text": "docs/lint.md in ddpgen shows bad and fixed code"},
+        "help": {"text": rule.docs, "markdown": rule.docs},
         "defaultConfiguration": {"level": "warning", "enabled": rule.default},
     }
 
@@ -105,3 +113,8 @@ def as_sarif(findings):
 
 
 FORMATS = {"json": as_json, "github": as_github, "sarif": as_sarif}
+
+
+def rules_markdown(rules=RULES):
+    """One `## CODE title` section per rule, from the rule modules' docs."""
+    return "\n".join(f"## {rule.docs.rstrip()}\n" for rule in rules)
