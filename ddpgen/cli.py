@@ -263,7 +263,14 @@ def codes(value):
 @click.option(
     "--diff", "show_diff", is_flag=True, help="show --fix's changes; write nothing"
 )
-def lint(paths, select, ignore, output, fix, show_diff):
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="processes for many files (0: one per core)",
+)
+def lint(paths, select, ignore, output, fix, show_diff, jobs):
     """Find DDP pitfalls in Python files and folders (rules: docs/lint.md)."""
     if fix or show_diff:
         rules = chosen_rules(codes(select), codes(ignore))
@@ -272,7 +279,7 @@ def lint(paths, select, ignore, output, fix, show_diff):
             click.echo(diff, nl=False)
             raise SystemExit(1 if fixed else 0)
         click.echo(f"fixed {fixed} finding{'s' * (fixed != 1)}", err=True)
-    findings, files = lint_paths(paths, codes(select), codes(ignore))
+    findings, files = lint_paths(paths, codes(select), codes(ignore), jobs)
     if output in FORMATS:
         click.echo(FORMATS[output](findings))
     else:

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from helpers import load_tool
 
 from ddpgen.cli import main
-from ddpgen.lint import RULES, chosen_rules, lint_source
+from ddpgen.lint import RULES, chosen_rules, lint_paths, lint_source
+from ddpgen.lint.engine import FILES_PER_WORKER
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = Path(__file__).parent / "lint_cases"
@@ -165,6 +166,18 @@ def test_a_300_line_file_is_linted_whole():
     assert source.count("\n") >= 300
     findings = lint_source(source, "x.py", ALL_RULES)
     assert [finding.code for finding in findings] == ["DDP012"] * 38, findings
+
+
+def test_many_files_on_two_processes_report_as_one_does(tmp_path):
+    """Enough files for a process pool: the same findings, in the same order."""
+    sources = [source for rule in RULES for source in rule.sources] * 3
+    for index, source in enumerate(sources):
+        (tmp_path / f"case_{index:03}.py").write_text(source)
+    assert len(sources) >= 2 * FILES_PER_WORKER
+    serial, files = lint_paths([tmp_path], ["DDP"], jobs=1)
+    parallel, _ = lint_paths([tmp_path], ["DDP"], jobs=2)
+    assert files == len(sources) and len(serial) > len(sources) // 2
+    assert parallel == serial
 
 
 def test_lint_never_imports_torch(files):

@@ -2,6 +2,7 @@
 rank conditions, and where a node's text is (for the fixes)."""
 
 import ast
+import heapq
 import re
 from functools import cached_property
 
@@ -20,6 +21,21 @@ def dotted(node):
         base = dotted(node.value)
         return f"{base}.{node.attr}" if base else ""
     return ""
+
+
+def index_tree(tree, parents, index):
+    """One walk in ast.walk's order, filling {child: parent} and {node type:
+    [(position, node)]}: about twice as fast as ast.walk."""
+    nodes = [tree]
+    index[type(tree)] = [(0, tree)]
+    for parent in nodes:
+        for field in parent._fields:
+            value = getattr(parent, field, None)
+            for child in value if isinstance(value, list) else (value,):
+                if isinstance(child, ast.AST):
+                    parents[child] = parent
+                    index.setdefault(type(child), []).append((len(nodes), child))
+                    nodes.append(child)
 
 
 def last_name(call):
@@ -43,39 +59,58 @@ class Module:
 
     def __init__(self, tree, path):
         self.tree, self.path = tree, path
-        self.parents = {}
-        for parent in ast.walk(tree):
-            for child in ast.iter_child_nodes(parent):
-                self.parents[child] = parent
-        self.calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        self.parents, self._indexed, self._of_types = {}, {}, {}
+        index_tree(tree, self.parents, self._indexed)
+        self.calls = self.nodes_of(ast.Call)
+        self._calls_by_name = {}
+        for position, call in self._indexed.get(ast.Call, []):
+            self._calls_by_name.setdefault(last_name(call), []).append((position, call))
         self.functions = {}
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.setdefault(node.name, node)
+        for node in self.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef):
+            self.functions.setdefault(node.name, node)
+
+    def nodes_of(self, *types):
+        """The file's nodes of these types, in the order ast.walk gives them."""
+        return self._merged(self._indexed, types)
+
+    def calls_named(self, *names):
+        return self._merged(self._calls_by_name, names)
+
+    def _merged(self, index, keys):
+        if keys not in self._of_types:
+            lists = (index.get(key, []) for key in keys)
+            self._of_types[keys] = [node for _, node in heapq.merge(*lists)]
+        return self._of_types[keys]
 
     def ancestors(self, node):
         while node in self.parents:
             node = self.parents[node]
             yield node
 
-    def calls_named(self, *names):
-        return [call for call in self.calls if last_name(call) in names]
-
     def attribute_used(self, name):
-        return any(
-            isinstance(n, ast.Attribute) and n.attr == name for n in ast.walk(self.tree)
-        ) or any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(self.tree))
+        return name in self.identifiers
+
+    @cached_property
+    def identifiers(self):
+        """Every `name` and `.attribute` in the file."""
+        names = {n.id for n in self.nodes_of(ast.Name)}
+        return names | {n.attr for n in self.nodes_of(ast.Attribute)}
 
     @cached_property
     def distributed(self):
-        names = {dotted(n).rsplit(".", 1)[-1] for n in ast.walk(self.tree)}
-        imports = {
+        """Uses torch.distributed: names a marker (`get_rank`, `dist.get_rank`,
+        not `f().get_rank`) or imports the package."""
+        names = self.nodes_of(ast.Name)
+        attributes = self.nodes_of(ast.Attribute)
+        marked = any(n.id in DISTRIBUTED_MARKERS for n in names) or any(
+            n.attr in DISTRIBUTED_MARKERS and dotted(n.value) for n in attributes
+        )
+        imports = (
             alias.name
-            for n in ast.walk(self.tree)
-            if isinstance(n, (ast.Import, ast.ImportFrom))
+            for n in self.nodes_of(ast.Import, ast.ImportFrom)
             for alias in n.names
-        }
-        return bool(names & DISTRIBUTED_MARKERS) or "torch.distributed" in imports
+        )
+        return marked or "torch.distributed" in imports
 
     @cached_property
     def assignments(self):
@@ -141,7 +176,7 @@ class Module:
         """Every use of a module function's name other than its definition."""
         return [
             n
-            for n in ast.walk(self.tree)
+            for n in self.nodes_of(ast.Name, ast.Attribute)
             if (isinstance(n, ast.Name) and n.id == function.name)
             or (
                 isinstance(n, ast.Attribute)
@@ -221,8 +256,8 @@ def sampler_assignments(module):
 def all_assignments(module):
     """{dotted name: [the assignments to it]}."""
     found = {}
-    for node in ast.walk(module.tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+    for node in module.nodes_of(ast.Assign, ast.AnnAssign):
+        if node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for name in filter(None, map(dotted, targets)):
                 found.setdefault(name, []).append(node)

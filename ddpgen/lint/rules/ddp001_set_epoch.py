@@ -30,7 +30,7 @@ EVALUATION_WORDS = re.compile(r"val|eval|test")
 
 
 def set_epoch_never_called(module, rule):
-    if not any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(module.tree)):
+    if not module.nodes_of(ast.For, ast.While):
         return
     named = sampler_assignments(module)
     name_of = {id(call): name for name, call in named.items()}

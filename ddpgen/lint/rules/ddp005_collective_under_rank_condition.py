@@ -74,17 +74,24 @@ def unmatched_collectives(module):
 
 def collective_helpers(module):
     """Local functions that run a collective (directly or one call deep)."""
-    direct = {
-        name
-        for name, function in module.functions.items()
-        if any(isinstance(n, ast.Call) and is_collective(n) for n in ast.walk(function))
-    }
-    indirect = {
-        name
-        for name, function in module.functions.items()
-        if any(calls_local(n, direct) for n in ast.walk(function))
-    }
+    direct = functions_around(module, [c for c in module.calls if is_collective(c)])
+    if not direct:
+        return set()
+    indirect = functions_around(
+        module, [call for call in module.calls if calls_local(call, direct)]
+    )
     return direct | indirect
+
+
+def functions_around(module, calls):
+    """The names of the module's functions (by name, the first definition)
+    that hold one of these calls, at any depth."""
+    return {
+        function.name
+        for call in calls
+        for function in module.ancestors(call)
+        if module.functions.get(getattr(function, "name", None)) is function
+    }
 
 
 def calls_local(node, names):

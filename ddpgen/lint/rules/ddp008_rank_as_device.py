@@ -41,8 +41,8 @@ def device_indices(module):
         device_ids = keyword(call, "device_ids")
         if isinstance(device_ids, ast.List):
             yield from ((call, element) for element in device_ids.elts)
-    for node in ast.walk(module.tree):
-        if isinstance(node, ast.JoinedStr) and ast.unparse(node).startswith("f'cuda:"):
+    for node in module.nodes_of(ast.JoinedStr):
+        if ast.unparse(node).startswith("f'cuda:"):
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
             if values:
                 yield node, values[0]

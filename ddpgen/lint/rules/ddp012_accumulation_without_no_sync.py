@@ -58,9 +58,8 @@ def periodic_ifs(module):
     accumulation is reported at its first)."""
     found = [
         node
-        for node in ast.walk(module.tree)
-        if isinstance(node, ast.If)
-        and any(
+        for node in module.nodes_of(ast.If)
+        if any(
             isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
             for n in ast.walk(node.test)
         )
