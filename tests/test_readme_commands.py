@@ -142,8 +142,9 @@ CASES = [  # every data option and every tracker (their README sections differ)
     ("launch", False, "text", "gpt", "none"),
 ]
 # Each mode's first case runs every command. The others run their first
-# training command (this data, trained as the README says) and each section
-# holding a command the first case has not run: the rest is the same code.
+# training command (this data, trained as the README says), each command the
+# first case has not run, and the whole of a section whose commands continue
+# each other when one of them is new: the rest is the same code.
 PRIMARY = {mode: case for mode, *case in reversed(CASES)}
 
 
@@ -153,20 +154,21 @@ def code_path(project, command):
     return command.replace(package(project), "PACKAGE")
 
 
-def sections_to_run(projects, project, mode, data, model, tracker):
-    """The README sections this case runs, or None for all of them."""
+def commands_to_run(projects, project, mode, data, model, tracker):
+    """The indices of the README commands this case runs, or None for all."""
     primary_answers = PRIMARY[mode]
     if (False, data, model, tracker) == tuple(primary_answers):
         return None
     primary = projects(mode, *primary_answers)
     done = {code_path(primary, command) for _, command in readme_commands(primary)}
     runnable = [
-        (section, command)
-        for section, command in readme_commands(project)
+        (index, section, command)
+        for index, (section, command) in enumerate(readme_commands(project))
         if not why_not_run(command)
     ]
-    new = {s for s, command in runnable if code_path(project, command) not in done}
-    return new | {runnable[0][0]}
+    new = {i for i, _, command in runnable if code_path(project, command) not in done}
+    chained = {s for i, s, _ in runnable if i in new and s in ONE_RUN_EACH}
+    return new | {i for i, s, _ in runnable if s in chained} | {runnable[0][0]}
 
 
 ONE_RUN_EACH = ("Resume", "Watch a run")  # each command continues the one before
@@ -180,10 +182,12 @@ def training_run(mode, command):
     return command.replace(" --nprocs 2", "") if mode == "mp" else command
 
 
-def runs_again(mode, commands, sections):
+def runs_again(mode, commands, selected):
     """The indices of the training commands that train as one of the Resume
     section's do."""
-    if sections is not None and "Resume" not in sections:
+    if selected is not None and not any(
+        commands[index][0] == "Resume" for index in selected
+    ):
         return set()
     resumes = {training_run(mode, c) for s, c in commands if s == "Resume"}
     return {
@@ -212,14 +216,14 @@ def test_every_readme_command_runs(
         (project / "input.txt").write_text(corpus)
     commands = readme_commands(project)
     assert len(commands) >= 6
-    sections = sections_to_run(projects, project, mode, data, model, tracker)
+    selected = commands_to_run(projects, project, mode, data, model, tracker)
     ran, skipped = [], {}
-    same_as_resume = runs_again(mode, commands, sections)
+    same_as_resume = runs_again(mode, commands, selected)
     for index, (section, command) in enumerate(commands):
         reason = why_not_run(command)
         if index in same_as_resume:
             reason = "trains as the Resume section does on a machine without GPUs"
-        if not reason and sections is not None and section not in sections:
+        if not reason and selected is not None and index not in selected:
             reason = f"the same code as the {mode} {PRIMARY[mode][1]} case's"
         if reason:
             skipped[command] = reason
@@ -246,7 +250,7 @@ def test_every_readme_command_runs(
         ran.append((section, command, result))
     resumed = [result for section, _, result in ran if section == "Resume"]
     assert ran
-    if sections is None:
+    if selected is None:
         assert len(ran) >= 3 and len(resumed) == 2
         assert "resumed from" in resumed[1].stdout
         assert (tmp_path / "Watch-a-run" / "metrics.png").stat().st_size > 10_000
