@@ -72,6 +72,12 @@ def test_gpu_benchmark_without_cuda_says_why_and_succeeds():
     )
 
 
+SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+@pytest.mark.skipif(
+    not SHAKESPEARE.exists(), reason=f"learning.py trains on {SHAKESPEARE}: absent"
+)
 def test_gpt_speed_pairs_compare_the_same_runs(tmp_path):
     """learning.py --only speed: each pair's ratio is of its own two runs."""
     command = [sys.executable, BENCHMARKS / "learning.py", "--only", "speed"]
