@@ -139,7 +139,7 @@ def test_a_stop_on_an_epochs_last_step_completes_the_epoch(launch, tmp_path):
     )
     assert metrics["steps"] == STEPS_PER_EPOCH and metrics["epochs"] == 1
     state = torch.load(metrics["checkpoint"], weights_only=True)
-    assert (state["epoch"], state["batch_in_epoch"]) == (1, 0)
+    assert (state["epoch"], state["samples_in_epoch"]) == (1, 0)
 
 
 def test_no_evaluation_set_evaluates_nothing_and_logs_without_bars(launch, tmp_path):
@@ -162,8 +162,8 @@ def test_a_dataset_smaller_than_one_batch_is_refused(mp, tmp_path):
     )
     assert result.returncode == 2 and metrics is None
     assert (
-        "error: 48 training samples give each of the 2 processes 24 per epoch, "
-        "fewer than --batch-size 32: nothing would train"
+        "error: 48 training samples are fewer than one global batch of 64 "
+        "(--batch-size 32 x 2 processes): nothing would train"
     ) in result.stderr
     assert result.stderr.count("error: 48 training samples") == 1  # rank 0 only
     assert "Traceback" not in result.stderr
@@ -229,26 +229,118 @@ def test_a_bad_resume_path_says_why(launch, tmp_path, content, reason):
 # Resuming under other settings
 
 
-def test_mid_epoch_resume_with_another_world_size_is_refused(launch, tmp_path):
-    train(launch, tmp_path, *SMALL_SYNTHETIC, "--max-steps", "3")
-    before = steps_in(tmp_path)
-    _, result = train(launch, tmp_path, *SMALL_SYNTHETIC, nprocs=1, check=False)
-    assert result.returncode == 2
+# 2 epochs of 16 optimizer steps at any world size.
+RESIZED = ["--train-size", "512", "--eval-size", "0", "--batch-size", "16"]
+RESIZED += ["--global-batch-size", "32", "--epochs", "2", "--log-every", "1"]
+RESIZED += ["--lr-schedule", "cosine", "--warmup-steps", "3"]
+
+
+def step_records(workdir):
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    return [record for record in map(json.loads, lines) if "lr" in record]
+
+
+def test_a_run_resized_mid_epoch_ends_where_an_unresized_run_does(launch, tmp_path):
+    """2 processes to step 5, 1 to step 11 (mid-epoch both), 4 to the end: the
+    same weights, the same learning rate at every step, each step logged once
+    with the world size that trained it."""
+    whole, _ = train(launch, tmp_path / "whole", *RESIZED)
+    resized = tmp_path / "resized"
+    train(launch, resized, *RESIZED, "--max-steps", "5")
+    _, shrunk = train(launch, resized, *RESIZED, "--max-steps", "11", nprocs=1)
+    grown, regrown = train(launch, resized, *RESIZED, nprocs=4)
     assert (
-        "error: the checkpoint was saved mid-epoch by 2 processes at --batch-size 16; "
-        "resume it with the same, or resume an epoch-end checkpoint "
-        "(1 process, --batch-size 16 now)"
-    ) in result.stderr
-    assert steps_in(tmp_path) == before
+        "resumed at step 5: 2 -> 1 process, micro-steps 1 -> 2, global batch 32 kept"
+    ) in shrunk.stdout.splitlines()
+    assert (
+        "resumed at step 11: 1 -> 4 processes, micro-batch 16 -> 8, "
+        "micro-steps 2 -> 1, global batch 32 kept"
+    ) in regrown.stdout.splitlines()
+    assert grown["steps"] == whole["steps"] == 32 and grown["epochs"] == 2
+    assert_same_weights(final_model(resized), final_model(tmp_path / "whole"))
+    records, expected = step_records(resized), step_records(tmp_path / "whole")
+    assert [r["step"] for r in records] == list(range(1, 33))
+    assert [r["lr"] for r in records] == pytest.approx([r["lr"] for r in expected])
+    sizes = [r["world_size"] for r in records]
+    assert sizes == [2] * 5 + [1] * 6 + [4] * 21
 
 
-def test_epoch_end_resume_with_another_world_size_trains_on(launch, tmp_path):
+def test_an_mp_run_resumed_on_fewer_processes_mid_epoch_matches(mp, tmp_path):
+    flags = [*RESIZED, "--epochs", "1"]
+    train(mp, tmp_path / "whole", *flags)
+    train(mp, tmp_path / "resized", *flags, "--max-steps", "7")
+    metrics, _ = train(mp, tmp_path / "resized", *flags, nprocs=1)
+    assert metrics["steps"] == 16 and metrics["world_size"] == 1
+    assert_same_weights(
+        final_model(tmp_path / "resized"), final_model(tmp_path / "whole")
+    )
+    sizes = [r["world_size"] for r in step_records(tmp_path / "resized")]
+    assert sizes == [2] * 7 + [1] * 9
+
+
+def test_each_sample_is_seen_once_per_epoch_across_changes_of_size(launch):
+    """The sampler's shards over a run resized at steps 5 and 11: each sample
+    once per epoch; with a tail short of a global batch, only the tail left out."""
+    data = import_generated(launch, "data")
+    Placement = import_generated(launch, "distributed").Placement
+    for size, steps in [(512, 16), (500, 15)]:
+        dataset = range(size)
+        seen = []
+        for start, stop, world_size in [(0, 5, 2), (5, 11, 1), (11, None, 4)]:
+            for rank in range(world_size):
+                placement = Placement(rank, rank, world_size, world_size)
+                sampler = data.ResumableDistributedSampler(dataset, placement, 0, 32)
+                sampler.start_epoch(1, consumed=start * 32)
+                per_rank = 32 // world_size * ((stop or steps) - start)
+                taken = list(sampler)
+                assert len(taken) == len(sampler)
+                if stop is None:
+                    assert len(taken) == per_rank  # to the epoch's end
+                seen += taken[:per_rank]
+        assert len(seen) == len(set(seen)) == steps * 32
+
+
+def test_epoch_end_resume_with_another_world_size_keeps_the_global_batch(
+    launch, tmp_path
+):
     train(launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "1")
     metrics, result = train(
         launch, tmp_path, *SMALL_SYNTHETIC, "--epochs", "2", nprocs=1
     )
-    assert "resumed from" in result.stdout
+    assert (
+        "resumed at step 8: 2 -> 1 process, micro-steps 1 -> 2, global batch 32 kept"
+    ) in result.stdout.splitlines()
     assert metrics["world_size"] == 1 and metrics["epochs"] == 2
+    assert metrics["steps"] == 2 * STEPS_PER_EPOCH  # the same steps per epoch
+
+
+def test_a_global_batch_that_does_not_split_is_refused(launch, tmp_path):
+    train(launch, tmp_path, *SMALL_SYNTHETIC, "--max-steps", "3", nprocs=1)
+    before = steps_in(tmp_path)
+    _, result = train(launch, tmp_path, *SMALL_SYNTHETIC, nprocs=3, check=False)
+    assert result.returncode != 0
+    line = (
+        "error: the checkpoint's global batch of 16 cannot be split evenly over "
+        "3 processes: give --global-batch-size a multiple of 3, such as 15 or 18"
+    )
+    assert result.stderr.count(line) == 1, result.stderr
+    assert steps_in(tmp_path) == before
+
+
+def test_a_global_batch_is_split_into_the_fewest_micro_steps(launch):
+    batching = import_generated(launch, "batching")
+    assert batching.split(32, 2, 16, "G") == batching.Layout(32, 2, 16, 1)
+    assert batching.split(32, 1, 16, "G") == batching.Layout(32, 1, 16, 2)
+    assert batching.split(96, 4, 16, "G") == batching.Layout(96, 4, 12, 2)
+    assert batching.split(34, 2, 16, "G") == batching.Layout(34, 2, 1, 17)
+    with pytest.raises(
+        Exception,
+        match="^G cannot be split evenly over 4 processes: "
+        "give --global-batch-size a multiple of 4, such as 20 or 24$",
+    ):
+        batching.split(22, 4, 16, "G")
+    with pytest.raises(Exception, match="such as 4$"):
+        batching.split(3, 4, 16, "G")
 
 
 def test_a_run_without_amp_resumes_with_fp16(launch, tmp_path):

@@ -50,7 +50,7 @@ def test_adamw_cosine_resumed_at_max_steps_follows_the_uninterrupted_run(
     assert [step for step, *_ in training(resumed)] == list(
         range(1, 2 * STEPS_PER_EPOCH + 1)
     )
-    training_keys = {"step", "epoch", "loss", "lr", "samples_per_second"}
+    training_keys = {"step", "epoch", "world_size", "loss", "lr", "samples_per_second"}
     for record in records(resumed):
         assert set(record) == training_keys or "eval_loss" in record, record
     expected = final_model(straight)
@@ -108,9 +108,9 @@ def test_adamw_does_not_decay_biases_or_norms(mp):
     assert len(no_decay["params"]) == 3 and no_decay["weight_decay"] == 0.0
 
 
-def test_a_partial_last_group_still_counts_as_a_step(mp):
+def test_an_epoch_counts_whole_global_batches_only(mp):
     optim = import_generated(mp, "optim")
-    assert optim.steps_per_epoch(batches_per_epoch=10, grad_accum=4) == 3
+    assert optim.steps_per_epoch(samples=300, global_batch=32) == 9
 
 
 def test_min_lr_above_lr_is_a_usage_error(mp, tmp_path):

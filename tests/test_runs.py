@@ -164,7 +164,7 @@ def test_sampler_shards_are_disjoint_cover_the_data_and_reshuffle(launch):
         result = []
         for rank in range(2):
             placement = distributed.Placement(rank, rank, 2, 2)
-            sampler = data.ResumableDistributedSampler(dataset, placement, seed=0)
+            sampler = data.ResumableDistributedSampler(dataset, placement, 0, 2)
             sampler.start_epoch(epoch)
             result.append(list(sampler))
         return result
@@ -174,8 +174,8 @@ def test_sampler_shards_are_disjoint_cover_the_data_and_reshuffle(launch):
     assert sorted(first[0] + first[1]) == dataset
     assert first != second
     placement = distributed.Placement(0, 0, 2, 2)
-    sampler = data.ResumableDistributedSampler(dataset, placement, seed=0)
-    sampler.start_epoch(0, skip=2)
+    sampler = data.ResumableDistributedSampler(dataset, placement, 0, 2)
+    sampler.start_epoch(0, consumed=4)  # 2 steps of both ranks
     assert list(sampler) == first[0][2:] and len(sampler) == 3
 
 
@@ -187,13 +187,14 @@ import sys
 sys.path.insert(0, ".")  # the project: the current directory
 import torch
 import torch.distributed as dist
+from {package}.batching import settle
 from {package}.config import parse_args
 from {package}.distributed import Placement, leave_process_group, pick_devices
 from {package}.worker import build_trainer
 
 dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0,
                         world_size=1)
-config = parse_args(sys.argv[1:])
+config = settle(parse_args(sys.argv[1:]), world_size=1)
 placement = Placement(0, 0, 1, 1)
 trainer = build_trainer(config, placement, pick_devices(config, placement), "gloo")
 {hooks}
@@ -268,17 +269,18 @@ trainer.ddp.register_comm_hook(None, counting_hook)
 """
 
 
-@pytest.mark.parametrize("accum", [4, 3], ids=["even-groups", "short-last-group"])
+@pytest.mark.parametrize("accum", [4, 3], ids=["even-groups", "a-short-tail"])
 def test_accumulation_all_reduces_once_per_optimizer_step(launch, tmp_path, accum):
     """no_sync on all but the last micro-step: DDP's comm hook runs once per
     optimizer step (the MLP is one bucket), not once per micro-batch. With 64
-    micro-batches and 3 per step, the epoch's last step takes the one left."""
+    micro-batches' worth of samples and 3 per step, the one left waits for the
+    next epoch's order."""
     flags = [*ONE_EPOCH, "--batch-size", "4", "--grad-accum", str(accum)]
     report = "print(len(calls), trainer.step, len(trainer.train_loader))"
     counts = run_one_process_trainer(
         launch, tmp_path, COUNT_ALL_REDUCES, report, *flags
     )
     all_reduces, steps, micro_batches = map(int, counts.split())
-    assert micro_batches == 64
-    assert steps == -(-micro_batches // accum)
+    assert micro_batches == 64 // accum * accum
+    assert steps == 64 // accum
     assert all_reduces == steps, counts

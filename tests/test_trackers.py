@@ -11,6 +11,7 @@ from helpers import (
     SMALL_SYNTHETIC,
     STEPS_PER_EPOCH,
     child_env,
+    import_generated,
     package,
     run,
     train,
@@ -168,6 +169,17 @@ def test_plot_draws_the_curves_of_a_run(projects, tmp_path):
     assert result.stdout.strip() == f"wrote {tmp_path / 'metrics.png'}"
     height, width, _ = imread(tmp_path / "metrics.png").shape
     assert (height, width) == (700, 1100)
+
+
+def test_plot_marks_where_the_number_of_processes_changed(projects, tmp_path):
+    plot = import_generated(projects("launch"), "plot")
+    records = [{"step": 1, "world_size": 2}, {"step": 2, "eval_loss": 1.0}]
+    records += [{"step": 3, "world_size": 2}, {"step": 4, "world_size": 4}]
+    records += [{"step": 5, "world_size": 4}, {"step": 6, "world_size": 1}]
+    assert plot.world_size_changes(records) == [(4, 4), (6, 1)]
+    assert "world_size" not in plot.curves(records)
+    plot.plot(records, tmp_path / "resized.png")
+    assert (tmp_path / "resized.png").stat().st_size > 0
 
 
 def test_plot_of_a_folder_without_records_is_one_line(projects, tmp_path):

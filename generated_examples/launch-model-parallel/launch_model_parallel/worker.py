@@ -6,6 +6,7 @@ import sys
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from . import batching, state
 from .agreement import QUIT_NOW, StopRequest, control_group
 from .config import ConfigError, exit_for
 from .constraints import static_graph_wanted
@@ -52,8 +53,11 @@ def start_and_train(config, placement, store):
 
 def train(config, placement, devices, backend):
     """Train and return the summary; the trainer (and DDP) die with this call."""
+    # First: it settles the run folder (a fresh run sets older ones aside).
+    point = state.resume_point(config, placement)
+    config = batching.settle(config, placement.world_size, point and point.state)
     trainer = build_trainer(config, placement, devices, backend)
-    trainer.resume()  # settles the run folder (a fresh run sets older ones aside)
+    trainer.resume(point)
     record_stacks_on_request(config.run_dir, placement.rank)
     return trainer.fit()
 

@@ -37,8 +37,14 @@ class Config:
     )
     batch_size: int = option(
         32,
-        "samples per process per micro-step (global batch = this x processes)",
+        "samples per process per micro-step; with --global-batch-size, the most",
         minimum=1,
+    )
+    global_batch_size: int = option(
+        0,
+        "samples per optimizer step at any number of processes (micro-steps "
+        "derived); 0 = --batch-size x processes x --grad-accum, or a resume's",
+        minimum=0,
     )
     optimizer: str = option(
         "adamw", "adamw, or sgd (with --momentum)", ("adamw", "sgd")
@@ -80,9 +86,7 @@ class Config:
         "0 = --epochs x steps per epoch (--max-steps never changes it)",
         minimum=0,
     )
-    seed: int = option(
-        0, "seed for initialisation and the sampler's shuffling", minimum=0
-    )
+    seed: int = option(0, "seed of the initial weights and the shuffling", minimum=0)
     run_dir: str = option(
         "run",
         "this run's folder: config.json, metrics.jsonl and the checkpoints; "
@@ -138,9 +142,7 @@ class Config:
     log_every: int = option(
         50, "log the loss to the terminal and metrics.jsonl every N steps", minimum=1
     )
-    eval_every: int = option(
-        1, "evaluate every N epochs; 0 = only at the end", minimum=0
-    )
+    eval_every: int = option(1, "evaluate every N epochs; 0 = at the end", minimum=0)
     eval_every_steps: int = option(
         0, "also evaluate every N optimizer steps; 0 = off", minimum=0
     )

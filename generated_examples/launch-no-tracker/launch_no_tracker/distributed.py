@@ -3,6 +3,7 @@
 import contextlib
 import gc
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,6 +16,7 @@ import torch.distributed as dist
 # releases a collective's tensors as the interpreter exits aborts the process
 # ("terminate called without an active exception").
 import torch.distributed.nn.functional  # noqa: F401
+from tqdm import tqdm
 
 from .config import ConfigError
 
@@ -34,6 +36,13 @@ class Placement:
 
 def processes(count):
     return f"{count} process" if count == 1 else f"{count} processes"
+
+
+def log(placement, message):
+    """On global rank 0 only, above its progress bar if any."""
+    if placement.is_main:
+        tqdm.write(message)
+        sys.stdout.flush()  # Slurm and CI logs show it now, not at exit
 
 
 def placement_from_env(local_rank_flag=0):

@@ -31,12 +31,26 @@ def read_records(path):
     return [json.loads(line) for line in lines if line.endswith("}")]
 
 
+def world_size_changes(records):
+    """(step, number of processes) at each record where that number changed:
+    a resume at another world size."""
+    changes, previous = [], None
+    for record in records:
+        size = record.get("world_size", previous)
+        if previous is not None and size != previous:
+            changes.append((record["step"], size))
+        previous = size
+    return changes
+
+
 def curves(records):
     """{key: ([steps], [values])} of every metric in the records."""
     found = {}
     for record in records:
         for key, value in record.items():
-            if key not in ("step", "epoch") and isinstance(value, (int, float)):
+            if key not in ("step", "epoch", "world_size") and isinstance(
+                value, (int, float)
+            ):
                 steps, values = found.setdefault(key, ([], []))
                 steps.append(record["step"])
                 values.append(value)
@@ -52,12 +66,24 @@ def plot(records, output):
     found = curves(records)
     figure, axes = pyplot.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
     for axis, (title, wanted) in zip(axes.flat, PANELS.items(), strict=True):
-        for key in sorted(filter(wanted, found)):
+        keys = sorted(filter(wanted, found))
+        for key in keys:
             steps, values = found[key]
             axis.plot(steps, values, marker="." if len(steps) < 30 else None, label=key)
+        for step, size in world_size_changes(records):
+            axis.axvline(step, color="grey", linestyle=":", linewidth=1)
+            axis.annotate(
+                f"{size} proc.",
+                (step, 1),
+                xycoords=("data", "axes fraction"),
+                fontsize=8,
+                color="grey",
+                rotation=90,
+                va="top",
+            )
         axis.set_title(title)
         axis.set_xlabel("optimizer step")
-        if axis.has_data():
+        if keys:
             axis.legend()
         else:
             axis.text(0.5, 0.5, "no records", ha="center", transform=axis.transAxes)

@@ -8,6 +8,7 @@ from tqdm import tqdm
 
 from . import state
 from .agreement import all_reduce_sum, replicas_in_sync
+from .distributed import log
 from .divergence import DivergenceWatch
 from .evaluation import evaluate
 from .metrics import MetricsLog, Throughput
@@ -27,7 +28,9 @@ class Trainer:
         self.train_loader, self.eval_loader = loaders
         self.stop_request = stop_request
         self.optimizer = build_optimizer(config, ddp_model, self.input_device)
-        full_epoch = steps_per_epoch(len(self.train_loader), config.grad_accum)
+        full_epoch = steps_per_epoch(
+            len(self.train_loader.dataset), config.global_batch_size
+        )
         self.scheduler = build_scheduler(config, self.optimizer, full_epoch)
         # fp16 gradients can underflow without loss scaling; bf16 has fp32's range.
         self.scaler = torch.amp.GradScaler(
@@ -35,7 +38,7 @@ class Trainer:
         )
         self.epoch = 0  # completed epochs
         self.step = 0  # optimizer steps
-        self.batch_in_epoch = 0  # micro-batches done in the current epoch
+        self.samples_in_epoch = 0  # positions of the epoch's order, all ranks
         self.step_loss = torch.zeros((), device=self.output_device)
         self.last_loss = None  # the newest step's loss, still on the device
         self.divergence = DivergenceWatch(self.output_device)
@@ -48,14 +51,7 @@ class Trainer:
         self.eval_metrics = {}
 
     def log(self, message):
-        if self.placement.is_main:
-            tqdm.write(message)
-            sys.stdout.flush()  # Slurm and CI logs show it now, not at exit
-
-    def show_progress(self):
-        """A progress bar on rank 0's terminal; plain log lines in Slurm or CI
-        logs, where a bar would be glued to them."""
-        return self.placement.is_main and sys.stderr.isatty()
+        log(self.placement, message)
 
     def autocast(self):
         return torch.autocast(
@@ -92,38 +88,38 @@ class Trainer:
         self.throughput.start()
         stopping = False
         sampler = self.train_loader.sampler
-        sampler.start_epoch(
-            self.epoch, skip=self.batch_in_epoch * self.config.batch_size
-        )
-        total = self.batch_in_epoch + len(self.train_loader)
-        batches = tqdm(
-            self.train_loader,
-            desc=f"epoch {self.epoch}",
-            initial=self.batch_in_epoch,
-            total=total,
-            disable=not self.show_progress(),
-            leave=False,
-        )
-        for inputs, targets in batches:
-            accum = self.config.grad_accum
-            group_start = self.batch_in_epoch - self.batch_in_epoch % accum
-            group_size = min(accum, total - group_start)
-            last_in_group = self.batch_in_epoch + 1 == group_start + group_size
-            self._forward_backward(inputs, targets, group_size, sync=last_in_group)
-            self.batch_in_epoch += 1
+        sampler.start_epoch(self.epoch, consumed=self.samples_in_epoch)
+        accum = self.config.grad_accum
+        for micro_step, (inputs, targets) in enumerate(self._progress(sampler)):
+            last_in_group = (micro_step + 1) % accum == 0
+            self._forward_backward(inputs, targets, accum, sync=last_in_group)
             if last_in_group:
+                self.samples_in_epoch += self.config.global_batch_size
                 self._optimizer_step()
                 if self._due_steps(self.config.eval_every_steps):
                     self._evaluate_mid_epoch()
                 stopping = self._should_stop()
                 if stopping:
                     break
-        if self.batch_in_epoch == total:  # also when a stop came on its last step
+        if self.samples_in_epoch == sampler.end:  # also after a stop on its last step
             self.epoch += 1
-            self.batch_in_epoch = 0
+            self.samples_in_epoch = 0
         self._wait_for_devices()
         self.throughput.stop()
         return stopping
+
+    def _progress(self, sampler):
+        """The epoch's batches, with a progress bar on rank 0's terminal; plain
+        log lines in Slurm or CI logs, where a bar would be glued to them."""
+        per_batch = self.config.batch_size * self.placement.world_size
+        return tqdm(
+            self.train_loader,
+            desc=f"epoch {self.epoch}",
+            initial=sampler.start // per_batch,
+            total=sampler.end // per_batch,
+            disable=not (self.placement.is_main and sys.stderr.isatty()),
+            leave=False,
+        )
 
     def _evaluate_mid_epoch(self):
         """Evaluate with the training clock stopped: rates count training only."""
@@ -173,10 +169,15 @@ class Trainer:
         """Waits for the device and all-reduces: on logging steps only."""
         self.divergence.check(self.step)
         loss = self._mean_over_ranks(self.last_loss)
-        record = {"step": self.step, "epoch": self.epoch, "loss": loss, "lr": lr}
+        record = self._record() | {"loss": loss, "lr": lr}
         record["samples_per_second"] = self.throughput.since_last_call()
         self.metrics_log.write(record)
         self.log(f"step {self.step} loss {loss:.4f} lr {lr:.3g}")
+
+    def _record(self):
+        """What every metrics.jsonl record starts with."""
+        world_size = self.placement.world_size
+        return {"step": self.step, "epoch": self.epoch, "world_size": world_size}
 
     def _mean_over_ranks(self, value):
         total = all_reduce_sum([float(value)], self.output_device)[0]
@@ -206,7 +207,7 @@ class Trainer:
         metrics = evaluate(self.model, self.eval_loader, self.autocast, devices)
         self.evaluated_at_step = self.step
         self.eval_metrics = {"eval_step": self.step} | metrics
-        self.metrics_log.write({"step": self.step, "epoch": self.epoch} | metrics)
+        self.metrics_log.write(self._record() | metrics)
         shown = ", ".join(
             f"{k} {v:.4g}" for k, v in self.eval_metrics.items() if v is not None
         )
@@ -215,8 +216,8 @@ class Trainer:
     def save_checkpoint(self):
         state.save(self)
 
-    def resume(self):
-        state.resume(self)
+    def resume(self, point):
+        state.resume(self, point)
 
     def summary(self):
         """The metrics-file contents; a collective, so every rank calls it."""

@@ -23,6 +23,8 @@ def config_problem(config):
             return f"{flag} must be at most {bounds['maximum']} (got {value})"
     if config.static_graph == "on" and config.grad_accum > 1:
         return "--static-graph on cannot skip gradient syncs: use --grad-accum 1"
+    if config.global_batch_size and config.grad_accum > 1:
+        return "--global-batch-size sets the micro-steps itself: leave out --grad-accum"
     if config.min_lr > config.lr:
         return f"--min-lr {config.min_lr:g} is above --lr {config.lr:g}"
     if config.backend == "nccl" and config.device == "cpu":

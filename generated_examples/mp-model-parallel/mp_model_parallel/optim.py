@@ -79,6 +79,7 @@ def restore(optimizer, scheduler, optimizer_state, scheduler_state):
         group["lr"] = group["initial_lr"] * factor(scheduler.last_epoch)
 
 
-def steps_per_epoch(batches_per_epoch, grad_accum):
-    """Optimizer steps in a full epoch: a shorter last group still steps."""
-    return math.ceil(batches_per_epoch / grad_accum)
+def steps_per_epoch(samples, global_batch):
+    """Optimizer steps in a full epoch: whole global batches only, so the
+    number does not depend on how many processes share them."""
+    return samples // global_batch

@@ -1,7 +1,5 @@
 """Datasets, sharding and loaders. Put your own dataset in `build_datasets`."""
 
-import itertools
-
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
 
@@ -35,29 +33,46 @@ def output_size(train_set):
 
 
 class ResumableDistributedSampler(DistributedSampler):
-    """A DistributedSampler that can start mid-epoch, after a resume.
+    """DistributedSampler's order in whole global batches, able to start part
+    way through an epoch at any number of processes.
 
-    Padding to equal shard sizes (drop_last=False) gives every rank the same
-    number of batches, so no rank waits alone in a collective at the epoch's end.
+    An epoch is one permutation, and rank r takes its positions r, r+W, r+2W...
+    (as DistributedSampler does), so an epoch's first k optimizer steps consume
+    exactly its first k x global-batch positions, whatever the layout. A resume
+    skips those and shards the rest over this run's processes. The last,
+    incomplete global batch is left out (other samples each epoch): every rank
+    takes as many batches, so no rank waits alone in a collective.
     """
 
-    def __init__(self, dataset, placement, seed):
+    def __init__(self, dataset, placement, seed, global_batch):
         super().__init__(
             dataset, placement.world_size, placement.rank, shuffle=True, seed=seed
         )
-        self.skip = 0
+        self.global_batch = global_batch
+        self.start = 0
 
-    def start_epoch(self, epoch, skip=0):
-        """Shuffle for this epoch (as set_epoch) and leave out the first `skip`."""
+    def start_epoch(self, epoch, consumed=0):
+        """Shuffle for this epoch (as set_epoch), after `consumed` positions."""
         self.set_epoch(epoch)
-        self.skip = skip
+        self.start = consumed
+
+    @property
+    def end(self):
+        """The position after this epoch's last whole global batch."""
+        whole_batches = (len(self.dataset) - self.start) // self.global_batch
+        return self.start + whole_batches * self.global_batch
 
     def __iter__(self):
-        indices = itertools.islice(super().__iter__(), self.skip, None)
-        return indices
+        order = torch.randperm(
+            len(self.dataset),
+            generator=torch.Generator().manual_seed(self.seed + self.epoch),
+        )
+        positions = range(self.start + self.rank, self.end, self.num_replicas)
+        indices = order[positions].tolist()
+        return iter(indices)
 
     def __len__(self):
-        return self.num_samples - self.skip
+        return (self.end - self.start) // self.num_replicas
 
 
 class EvalShardSampler(Sampler):
@@ -83,12 +98,15 @@ def build_loaders(config, placement, device, train_set, eval_set):
         # Worker seeds come from here, not from the training RNG stream.
         "generator": torch.Generator().manual_seed(config.seed),
     }
-    sampler = ResumableDistributedSampler(train_set, placement, config.seed)
-    if sampler.num_samples < config.batch_size:
+    sampler = ResumableDistributedSampler(
+        train_set, placement, config.seed, config.global_batch_size
+    )
+    if len(train_set) < config.global_batch_size:
+        micro_steps = f" x {config.grad_accum} micro-steps" * (config.grad_accum > 1)
         raise ConfigError(
-            f"{len(train_set)} training samples give each of the "
-            f"{processes(placement.world_size)} {sampler.num_samples} per epoch, "
-            f"fewer than --batch-size {config.batch_size}: nothing would train"
+            f"{len(train_set)} training samples are fewer than one global batch of "
+            f"{config.global_batch_size} (--batch-size {config.batch_size} x "
+            f"{processes(placement.world_size)}{micro_steps}): nothing would train"
         )
     # drop_last: a last batch of one breaks BatchNorm; every rank drops alike.
     train = DataLoader(train_set, sampler=sampler, drop_last=True, **common)

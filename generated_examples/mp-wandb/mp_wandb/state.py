@@ -2,14 +2,15 @@
 that keep every rank on the same checkpoint (checkpoint.py handles the files)."""
 
 import dataclasses
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-from . import checkpoint, optim
+from . import batching, checkpoint, optim
 from .agreement import raise_if_any_failed
 from .config import ConfigError
-from .distributed import processes
+from .distributed import log
 
 
 def save(trainer):
@@ -43,19 +44,27 @@ def state_dict(trainer, rng_states):
         "scaler": trainer.scaler.state_dict(),
         "epoch": trainer.epoch,
         "step": trainer.step,
-        "batch_in_epoch": trainer.batch_in_epoch,
+        "samples_in_epoch": trainer.samples_in_epoch,
         "world_size": trainer.placement.world_size,
         "batch_size": trainer.config.batch_size,
+        "global_batch": trainer.config.global_batch_size,
         "rng": rng_states,
         "config": dataclasses.asdict(trainer.config),  # the resolved settings
     }
 
 
-def resume(trainer):
-    """Load the checkpoint rank 0 chose, on every rank."""
-    path, state = agreed_resume_point(trainer)  # rank 0 has read it already
+@dataclass(frozen=True)
+class ResumePoint:
+    path: str
+    state: dict
+
+
+def resume_point(config, placement):
+    """The checkpoint rank 0 chose, loaded on every rank; None: a fresh start.
+    Read before the trainer is built: its global batch sets the layout."""
+    path, state = agreed_resume_point(config, placement)  # rank 0 has read it
     if path is None:
-        return
+        return None
     error = None
     if state is None:
         try:
@@ -65,40 +74,51 @@ def resume(trainer):
                 f"cannot read {path}: {failure} (every node must see the "
                 "checkpoint folder: put it on shared storage)"
             )
-    raise_if_any_failed(error, trainer.placement)
-    restore(trainer, state, path)
-    trainer.last_checkpoint = path
-    trainer.log(f"resumed from {path}: epoch {trainer.epoch}, step {trainer.step}")
-    for change in changed_settings(state, trainer.config, trainer.placement):
+    raise_if_any_failed(error, placement)
+    return ResumePoint(path, state)
+
+
+def resume(trainer, point):
+    """Continue from the resume point, if any, on every rank."""
+    if point is None:
+        return
+    restore(trainer, point.state, point.path)
+    trainer.last_checkpoint = point.path
+    trainer.log(
+        f"resumed from {point.path}: epoch {trainer.epoch}, step {trainer.step}"
+    )
+    for change in changed_settings(point.state, trainer.config):
         trainer.log(change)
+    layout = batching.settled_layout(trainer.config, trainer.placement.world_size)
+    note = batching.resume_note(
+        trainer.step, batching.saved_layout(point.state), layout
+    )
+    if note:
+        trainer.log(note)
 
 
-def changed_settings(state, config, placement):
-    """One line per setting that differs from the checkpoint's, the number of
-    processes included."""
+# Not compared: --resume (which checkpoint), and the layout's settings, whose
+# changes resume_note sums up in one line.
+NOT_COMPARED = {"resume", "batch_size", "grad_accum", "global_batch_size"}
+
+
+def changed_settings(state, config):
+    """One line per setting that differs from the checkpoint's."""
     saved, now = state.get("config", {}), dataclasses.asdict(config)
-    changes = [
+    return [
         f"setting {name} differs from the checkpoint's: {saved[name]!r} then, "
         f"{now[name]!r} now"
         for name in now
-        if name in saved and name != "resume" and saved[name] != now[name]
+        if name in saved and name not in NOT_COMPARED and saved[name] != now[name]
     ]
-    then, now = state["world_size"], placement.world_size
-    if then != now:
-        changes.append(
-            f"world size differs from the checkpoint's: {processes(then)} then, "
-            f"{processes(now)} now"
-        )
-    return changes
 
 
-def agreed_resume_point(trainer):
+def agreed_resume_point(config, placement):
     """Rank 0 picks the checkpoint (or none) and sets aside newer ones of
     another run; every rank gets its path (rank 0 also the loaded state), or
     exits with rank 0's error."""
-    config = trainer.config
     choice, state = [None, None], None  # (path, error)
-    if trainer.placement.is_main:
+    if placement.is_main:
         try:
             path, state = checkpoint.find_resume_point(
                 config.resume, config.checkpoint_folder
@@ -107,9 +127,8 @@ def agreed_resume_point(trainer):
             start_step = state["step"] if path else 0
             aside = checkpoint.set_aside_newer(config.checkpoint_folder, start_step)
             if aside:
-                trainer.log(
-                    f"moved checkpoints past step {start_step} (another run) to {aside}"
-                )
+                moved = f"past step {start_step} (another run) to {aside}"
+                log(placement, f"moved checkpoints {moved}")
         except ConfigError as error:
             choice = [None, str(error)]
         except OSError as error:
@@ -122,7 +141,6 @@ def agreed_resume_point(trainer):
 
 
 def restore(trainer, state, path):
-    check_same_shards(state, trainer.placement, trainer.config.batch_size)
     try:
         checkpoint.unwrap(trainer.model).load_state_dict(state["model"])
     except RuntimeError as error:  # missing, unexpected or mis-shaped weights
@@ -137,7 +155,7 @@ def restore(trainer, state, path):
         trainer.scaler.load_state_dict(state["scaler"])
     trainer.epoch = state["epoch"]
     trainer.step = state["step"]
-    trainer.batch_in_epoch = state.get("batch_in_epoch", 0)
+    trainer.samples_in_epoch = samples_in_epoch(state)
     trainer.saved_at_step = trainer.step
     rng_states = state["rng"]
     set_rng_state(rng_states[trainer.placement.rank % len(rng_states)])
@@ -149,19 +167,15 @@ def weights_mismatch(error):
     return problems[0].strip().rstrip(".")[:160]
 
 
-def check_same_shards(state, placement, batch_size):
-    """Mid-epoch, the samples already seen are counted in this job's shards:
-    another world size or batch size would skip the wrong ones."""
-    if not state.get("batch_in_epoch"):
-        return  # an epoch boundary: any layout resumes
-    saved = (state["world_size"], state.get("batch_size", batch_size))
-    now = (placement.world_size, batch_size)
-    if saved != now:
-        raise ConfigError(
-            f"the checkpoint was saved mid-epoch by {processes(saved[0])} at "
-            f"--batch-size {saved[1]}; resume it with the same, or resume an "
-            f"epoch-end checkpoint ({processes(now[0])}, --batch-size {now[1]} now)"
-        )
+def samples_in_epoch(state):
+    """The positions of the epoch's order trained on (older checkpoints
+    counted micro-batches per rank)."""
+    if "samples_in_epoch" in state:
+        return state["samples_in_epoch"]
+    layout = batching.saved_layout(state)
+    if not state.get("batch_in_epoch") or layout is None:
+        return 0
+    return state["batch_in_epoch"] * layout.micro_batch * layout.world_size
 
 
 def rng_state():
