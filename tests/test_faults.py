@@ -1,5 +1,6 @@
 """Beyond one machine and surviving faults: loopback only, every run bounded."""
 
+import json
 import os
 import re
 import signal
@@ -221,6 +222,89 @@ def test_two_agents_restart_after_a_killed_worker_and_match(projects, tmp_path):
     assert sum("resumed from" in output for _, output in results) == 1  # rank 0's
     train(project, tmp_path / "straight", *SMALL_SYNTHETIC, "--epochs", "3")
     assert_same_weights(final_model(workdir), final_model(tmp_path / "straight"))
+
+
+def start_agent(project, workdir, name, **env):
+    """One scripts/multinode.sh agent (one process) in a session of its own."""
+    command = ["bash", "scripts/multinode.sh", *cpu_flags(workdir, *ELASTIC)]
+    return subprocess.Popen(
+        [str(c) for c in command],
+        cwd=project,
+        env=child_env(**env),
+        stdout=(workdir / f"{name}.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def listening(port):
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def step_records(workdir):
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    return [record for record in map(json.loads, lines) if "lr" in record]
+
+
+def trains_on(workdir, world_size):
+    try:
+        return any(r["world_size"] == world_size for r in step_records(workdir))
+    except (FileNotFoundError, json.JSONDecodeError):  # not yet, or mid-write
+        return False
+
+
+# 6 epochs of 8 steps, slowed so that the nodes can come and go mid-run.
+ELASTIC = ["--epochs", "6", "--log-every", "1"]  # global batch 32 from the start
+
+
+@pytest.mark.fault
+def test_an_elastic_job_loses_a_node_goes_on_alone_and_grows_back(projects, tmp_path):
+    """NNODES=1:2. SIGKILL the group of the agent that does not host the
+    rendezvous: the other restarts alone from the newest checkpoint, losing
+    the steps since it. A new agent joins at the next round: the running
+    worker saves on torchrun's SIGTERM, so growing loses no step."""
+    project, workdir = projects("launch"), tmp_path / "nodes"
+    workdir.mkdir()
+    port = free_port()
+    common = dict(NNODES="1:2", NPROC_PER_NODE=1, RDZV_HOST="127.0.0.1")
+    common |= dict(RDZV_PORT=port, RDZV_ID="elastic", MAX_RESTARTS=1)
+    common |= dict(RDZV_CONF="last_call_timeout=2", PYTHONPATH=INJECT.parent)
+    common |= dict(FAULT="none", FAULT_STEP=0, FAULT_STEP_SECONDS=0.25)
+    killed_at, killed = 2 * 8 + 3, workdir / "killed-at"
+    agents = {"host": start_agent(project, workdir, "host", **common)}
+    try:
+        wait_for(lambda: listening(port), "the rendezvous host", 60)
+        doomed = dict(FAULT="kill-agent-at-step", FAULT_STEP=killed_at)
+        doomed |= dict(FAULT_RANK="any", FAULT_LOG=killed)
+        agents["lost"] = start_agent(project, workdir, "lost", **common | doomed)
+        wait_for(lambda: trains_on(workdir, 1), "training on 1 node", 120)
+        alone = time.time() - float(killed.read_text())
+        agents["new"] = start_agent(project, workdir, "new", **common)
+        for agent in agents.values():
+            agent.wait(timeout=240)
+    finally:
+        for agent in agents.values():
+            kill_group(agent.pid)
+    logs = {name: (workdir / f"{name}.log").read_text() for name in agents}
+    assert agents["lost"].returncode == -signal.SIGKILL, logs["lost"]
+    assert agents["host"].returncode == agents["new"].returncode == 0, logs
+    records = step_records(workdir)
+    assert [r["step"] for r in records] == list(range(1, 49))
+    sizes = [r["world_size"] for r in records]
+    changes = [size for i, size in enumerate(sizes) if sizes[i - 1 : i] != [size]]
+    assert changes == [2, 1, 2], sizes
+    shrunk = re.search(r"resumed at step (\d+): 2 -> 1 process,", logs["host"])
+    assert int(shrunk[1]) == 2 * 8  # the newest checkpoint: the epoch's end
+    stopped = re.search(r"SIGTERM: stopping at step (\d+) to save", logs["host"])
+    grown = re.search(
+        r"resumed at step (\d+): 1 -> 2 processes,", "".join(logs.values())
+    )
+    assert stopped and grown and stopped[1] == grown[1], logs
+    print(
+        f"steps lost: {killed_at - int(shrunk[1])} on the kill, 0 on the growth;"
+        f" node lost to 1-node training: {alone:.1f} s"
+    )
 
 
 def test_restarts_on_two_agents_without_a_fresh_store_are_refused(projects, tmp_path):

@@ -8,7 +8,12 @@ FAULT=hang-at-step   sleep there for an hour instead (the others then wait in
 FAULT=unreadable-on-rank  loading any checkpoint fails on FAULT_RANK
 FAULT=kill-in-save   SIGKILL it after writing the temp file of the checkpoint of
                      step FAULT_STEP, before the rename
-FAULT_RANK           the global rank that dies (default 1)
+FAULT=kill-agent-at-step  SIGKILL the process group of the torchrun agent that
+                     started the process (a node lost), after step FAULT_STEP
+FAULT=none           no fault (FAULT_STEP_SECONDS alone)
+FAULT_RANK           the global rank that dies (default 1; any: every rank)
+FAULT_STEP_SECONDS   sleep this long after every optimizer step (a slower run)
+FAULT_LOG=PATH       kill-agent-at-step writes the time of the kill there
 FAULT_ONCE=PATH      die once per job: the dying rank creates PATH first, and
                      no rank dies once it exists (restarts run clean, whichever
                      node the restarted rank lands on)
@@ -34,7 +39,8 @@ FAULT, STEP = os.environ["FAULT"], int(os.environ["FAULT_STEP"])
 
 
 def doomed():
-    if os.environ.get("RANK", "0") != os.environ.get("FAULT_RANK", "1"):
+    rank = os.environ.get("FAULT_RANK", "1")
+    if rank != "any" and os.environ.get("RANK", "0") != rank:
         return False
     once = os.environ.get("FAULT_ONCE")
     if not once:
@@ -50,7 +56,35 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-if FAULT == "raise-at-step":
+def lose_the_node():
+    if os.environ.get("FAULT_LOG"):  # when, for the time to the next step
+        Path(os.environ["FAULT_LOG"]).write_text(f"{time.time()}\n")
+    os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)  # the agent's group
+    die()  # if this process was not in it
+
+
+optimizer_step = trainer.Trainer._optimizer_step
+seconds_per_step = float(os.environ.get("FAULT_STEP_SECONDS", "0"))
+if seconds_per_step:
+
+    def slow_step(self):
+        optimizer_step(self)
+        time.sleep(seconds_per_step)
+
+    trainer.Trainer._optimizer_step = slow_step
+
+if FAULT == "none":
+    pass
+elif FAULT == "kill-agent-at-step":
+    slowed_step = trainer.Trainer._optimizer_step
+
+    def step_then_lose_the_node(self):
+        slowed_step(self)
+        if self.step == STEP and doomed():
+            lose_the_node()
+
+    trainer.Trainer._optimizer_step = step_then_lose_the_node
+elif FAULT == "raise-at-step":
     optimizer_step = trainer.Trainer._optimizer_step
 
     def step_then_raise(self):

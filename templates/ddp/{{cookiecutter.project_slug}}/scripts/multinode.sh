@@ -3,6 +3,7 @@
 {%- if cookiecutter.mode == "launch" %}
 #   NNODES=2 RDZV_HOST=node0 ./scripts/multinode.sh --epochs 10
 # torchrun's c10d rendezvous finds the peers: no node rank to hand out.
+# NNODES=1:2 runs on 1 to 2 nodes (elastic); RDZV_CONF is passed to --rdzv-conf.
 set -euo pipefail
 : "${NNODES:?set NNODES to the number of nodes}"
 : "${RDZV_HOST:?set RDZV_HOST to a host every node can reach (any one node)}"
@@ -19,6 +20,7 @@ exec torchrun \
   --rdzv-backend c10d \
   --rdzv-endpoint "$RDZV_HOST:${RDZV_PORT:-29500}" \
   --rdzv-id "${RDZV_ID:-{{ cookiecutter.project_slug }}}" \
+  ${RDZV_CONF:+--rdzv-conf "$RDZV_CONF"} \
   --max-restarts "${MAX_RESTARTS:-0}" \
   train.py "$@"
 {%- else %}
