@@ -166,7 +166,7 @@ def speed_pairs(scratch, pairs, steps):
     """Generated / plain loop tokens per second, run in turn, `pairs` times."""
     project = generate(scratch, "shakespeare", "text", "gpt")
     flags = ["--data-dir", SHAKESPEARE, *nanogpt_cpu(str(steps)), "--batch-size", 12]
-    flags += ["--eval-every-steps", "0"]  # training time only, as the plain loop
+    flags += ["--eval-every-steps", "0"]  # overrides nanogpt_cpu's: training only
     rows = []
     for pair in range(pairs):
         run_dir = Path(scratch) / f"speed-{pair}"
@@ -214,7 +214,7 @@ def main():
     parser.add_argument(
         "--only",
         choices=("images", "text", "speed"),
-        help="rerun one part; the other is kept from DIR/learning.json",
+        help="rerun one part; the others are kept from DIR/learning.json",
     )
     parser.add_argument("--seeds", type=int, default=3, help="text runs per setting")
     parser.add_argument("--pairs", type=int, default=7, help="speed runs of each")

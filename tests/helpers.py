@@ -291,6 +291,12 @@ def assert_contract(metrics, world_size):
     assert state["step"] == metrics["steps"] and state["epoch"] == metrics["epochs"]
 
 
+def step_records(workdir):
+    """metrics.jsonl's training records (the ones with a learning rate)."""
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    return [record for record in map(json.loads, lines) if "lr" in record]
+
+
 def checkpoints(workdir):
     return sorted((workdir / "checkpoints").glob("checkpoint-*.pt"))
 

@@ -24,6 +24,7 @@ from helpers import (
     kill_group,
     package,
     run,
+    step_records,
     train,
 )
 
@@ -240,11 +241,6 @@ def start_agent(project, workdir, name, **env):
 def listening(port):
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def step_records(workdir):
-    lines = (workdir / "metrics.jsonl").read_text().splitlines()
-    return [record for record in map(json.loads, lines) if "lr" in record]
 
 
 def trains_on(workdir, world_size):

@@ -15,6 +15,7 @@ from helpers import (
     import_generated,
     package,
     run,
+    step_records,
     train,
     train_alone,
 )
@@ -233,11 +234,6 @@ def test_a_bad_resume_path_says_why(launch, tmp_path, content, reason):
 RESIZED = ["--train-size", "512", "--eval-size", "0", "--batch-size", "16"]
 RESIZED += ["--global-batch-size", "32", "--epochs", "2", "--log-every", "1"]
 RESIZED += ["--lr-schedule", "cosine", "--warmup-steps", "3"]
-
-
-def step_records(workdir):
-    lines = (workdir / "metrics.jsonl").read_text().splitlines()
-    return [record for record in map(json.loads, lines) if "lr" in record]
 
 
 def test_a_run_resized_mid_epoch_ends_where_an_unresized_run_does(launch, tmp_path):
