@@ -54,13 +54,13 @@ def settle(config, world_size, saved_state=None):
     --global-batch-size wins; else a resume keeps the checkpoint's global
     batch; else it is --batch-size x processes x --grad-accum.
     """
+    saved = saved_layout(saved_state) if saved_state is not None else None
     if config.global_batch_size:
         source = f"--global-batch-size {config.global_batch_size}"
         layout = split(config.global_batch_size, world_size, config.batch_size, source)
-    elif saved_state is not None and saved_layout(saved_state):
-        global_batch = saved_layout(saved_state).global_batch
-        source = f"the checkpoint's global batch of {global_batch}"
-        layout = split(global_batch, world_size, config.batch_size, source)
+    elif saved:
+        source = f"the checkpoint's global batch of {saved.global_batch}"
+        layout = split(saved.global_batch, world_size, config.batch_size, source)
     else:
         global_batch = config.batch_size * config.grad_accum * world_size
         layout = Layout(global_batch, world_size, config.batch_size, config.grad_accum)
