@@ -63,12 +63,13 @@ def lose_the_node():
     die()  # if this process was not in it
 
 
-optimizer_step = trainer.Trainer._optimizer_step
 seconds_per_step = float(os.environ.get("FAULT_STEP_SECONDS", "0"))
 if seconds_per_step:
+    # Its own name: the branches below rebind optimizer_step to this wrapper.
+    unslowed_step = trainer.Trainer._optimizer_step
 
     def slow_step(self):
-        optimizer_step(self)
+        unslowed_step(self)
         time.sleep(seconds_per_step)
 
     trainer.Trainer._optimizer_step = slow_step
