@@ -10,10 +10,17 @@ import os
 import re
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
-from helpers import BIN, assert_same_weights, checkpoints, final_model
+from helpers import (
+    BIN,
+    assert_same_weights,
+    checkpoints,
+    final_model,
+    step_records,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -24,10 +31,10 @@ SMALL += ["--batch-size", "16", "--epochs", "1", "--metrics-file", "metrics.json
 STEPS_PER_EPOCH = 1250  # 40000 samples, batch 16, 2 processes
 
 
-def long_run(epochs=1):
+def long_run(epochs=1, train_size=40000):
     """Long enough to be signalled mid-epoch."""
     return [
-        *("--device", "cpu", "--train-size", "40000", "--eval-size", "64"),
+        *("--device", "cpu", "--train-size", str(train_size), "--eval-size", "64"),
         *("--batch-size", "16", "--epochs", str(epochs), "--save-every", "0"),
         *("--log-every", "10", "--metrics-file", "metrics.json"),
     ]
@@ -183,6 +190,81 @@ def test_scancel_term_checkpoints_requeues_and_finishes_exactly(project, tmp_pat
         f"checkpoint-{step:09d}.pt",
         f"checkpoint-{STEPS_PER_EPOCH:09d}.pt",
     ]
+
+
+def node_state(node):
+    return slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip()
+
+
+@pytest.fixture
+def drain():
+    """Drains a node the way an admin does; resumes it afterwards whatever
+    the test did."""
+    drained = []
+
+    def drain_node(node):
+        result = slurm(
+            "scontrol",
+            "update",
+            f"nodename={node}",
+            "state=drain",
+            "reason=ddpgen-test",
+        )
+        assert result.returncode == 0, result.stderr
+        drained.append(node)
+
+    yield drain_node
+    for node in drained:
+        slurm("scontrol", "update", f"nodename={node}", "state=resume")
+        wait_until(partial(is_idle, node), f"{node} back to idle", 60)
+
+
+def is_idle(node):
+    return node_state(node) == "idle"
+
+
+RESIZED_STEPS = 500  # global batch 32
+
+
+def test_a_preempted_job_requeued_onto_one_node_resumes_mid_epoch(project, drain):
+    """--nodes=1-2: Slurm gives the job both nodes; one is drained while it
+    runs, the job is preempted, and its requeued attempt gets the one node
+    left. It resumes mid-epoch on 1 process with the global batch kept."""
+    job = submit(
+        project,
+        "--nodes=1-2",
+        *CPU_NODES[1:],
+        train_flags=long_run(train_size=RESIZED_STEPS * 32),
+    )
+    log_file = project / f"slurm-{job}.out"
+    wait_until(
+        lambda: log_file.exists()
+        and re.search(r"^step [1-9]\d+ ", log_file.read_text(), re.M),
+        "the job's first logged steps",
+        JOB_TIMEOUT,
+    )
+    drain("n2")
+    result = slurm("scancel", "--signal=TERM", "--batch", job)
+    assert result.returncode == 0, result.stderr
+    log = finish(project, job)
+    stopped = re.search(r"SIGTERM: stopping at step (\d+) to save", log)
+    assert stopped, events(log)
+    step = int(stopped[1])
+    assert 0 < step < RESIZED_STEPS, events(log)
+    assert (
+        f"resumed at step {step}: 2 -> 1 process, micro-steps 1 -> 2, "
+        "global batch 32 kept" in log
+    ), events(log)
+    assert job_restarts(job) == 1
+    records = step_records(project / "run")  # one per --log-every 10 steps
+    logged = list(range(10, RESIZED_STEPS + 1, 10))
+    assert [r["step"] for r in records] == logged
+    sizes = [r["world_size"] for r in records]
+    assert sizes == [2 if n <= step else 1 for n in logged]
+    assert 2 in sizes and 1 in sizes
+    metrics = metrics_of(project)
+    assert metrics["world_size"] == 1 and metrics["steps"] == RESIZED_STEPS
+    assert node_state("n2").startswith("drain")
 
 
 @pytest.mark.timeout(900)
