@@ -1,7 +1,8 @@
 """A bare 2-process gloo DDP loop for measuring one setting against another in
-the same run: DDP's own options, the SIGTERM agreement per step, and the
-end-of-run replica check. Used by run_all.py; each function returns seconds
-per step (or per call), the median over rounds that alternate the variants.
+the same run: DDP's own options, the SIGTERM agreement per step, the
+end-of-run replica check and the flight recorder. Used by run_all.py; each
+function returns seconds per step (or per call), the median over rounds that
+alternate the variants.
 
     python benchmarks/ddp_loop.py   # prints every table as JSON
 """
@@ -165,6 +166,27 @@ def bench_replica_check(model_name):
     return alternate(replica_check_task, variants)
 
 
+def bench_flight_recorder(steps, batch):
+    """The generated step (small CNN, the pipelined stop check: two collectives
+    a step) with torch's flight recorder off and at the generated default;
+    the workers read TORCH_FR_BUFFER_SIZE when their process group starts."""
+    sizes = {"off": "0", "2000 entries (generated default)": "2000"}
+    times = {name: [] for name in sizes}
+    before = os.environ.get("TORCH_FR_BUFFER_SIZE")
+    try:
+        for _ in range(ROUNDS):
+            for name, size in sizes.items():
+                os.environ["TORCH_FR_BUFFER_SIZE"] = size
+                times[name].append(
+                    run_workers(agreement_task, "pipelined", steps, batch)
+                )
+    finally:
+        os.environ.pop("TORCH_FR_BUFFER_SIZE")
+        if before is not None:
+            os.environ["TORCH_FR_BUFFER_SIZE"] = before
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     quick = "--quick" in sys.argv
@@ -173,6 +195,7 @@ def main():
         "ddp_settings_resnet18_s_per_step": bench_ddp_settings("resnet18", steps, 16),
         "stop_check_small_cnn_s_per_step": bench_agreement(steps * 10, 32),
         "replica_check_resnet18_s": bench_replica_check("resnet18"),
+        "flight_recorder_small_cnn_s_per_step": bench_flight_recorder(steps * 10, 32),
     }
     print(json.dumps(results, indent=2))
 

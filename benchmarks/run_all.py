@@ -8,8 +8,9 @@ machines are shared and noisy, so no test asserts a time).
 2. A 2-process CPU run: each process on cores // 2 threads (the generated
    default) against every process on all cores (OMP_NUM_THREADS=cores, what
    PyTorch does when nothing sets it).
-3. ddp_loop.py: DDP's settings, the per-step stop check and the end-of-run
-   replica check, each variant against the others in alternating rounds.
+3. ddp_loop.py: DDP's settings, the per-step stop check, the end-of-run
+   replica check and the flight recorder, each variant against the others in
+   alternating rounds.
 4. side_by_side.py: the generated project (both modes) beside the patterns a
    user would otherwise copy, on the small CNN and ResNet-18, as ratios to a
    one-process limit proxy; time to the first step, resume cost, checkpoint
@@ -183,6 +184,9 @@ def main():
             ),
             "stop_check_small_cnn_s_per_step": ddp_loop.bench_agreement(steps * 10, 32),
             "replica_check_resnet18_s": ddp_loop.bench_replica_check("resnet18"),
+            "flight_recorder_small_cnn_s_per_step": ddp_loop.bench_flight_recorder(
+                steps * 10, 32
+            ),
             "side_by_side": side_by_side.measure(quick),
         }
     print(json.dumps(results, indent=2))

@@ -2,6 +2,7 @@
 
 import json
 import os
+import pickle
 import re
 import signal
 import socket
@@ -594,6 +595,39 @@ def test_doctor_stacks_tells_the_hung_rank_from_the_waiting_one(projects, tmp_pa
         assert "  rank 0: did not answer within 2 s: stopped" in silent.stdout
     finally:
         kill_group(process.pid)
+
+
+@pytest.mark.fault
+def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
+    projects, tmp_path
+):
+    """Rank 1 stops stepping after step 3; rank 0's next collective times out
+    after --dist-timeout. Rank 0 writes its flight recorder before it exits
+    (the collective it waited in, and the project's line that issued it);
+    rank 1 writes nothing; the job ends within --dist-timeout + 60 s."""
+    project = projects("launch")
+    command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", INJECT]
+    command += cpu_flags(tmp_path, "--epochs", "100", "--dist-timeout", "10")
+    hang_log = tmp_path / "hang-started"
+    env = child_env(FAULT="hang-at-step", FAULT_STEP=3, FAULT_LOG=hang_log)
+    result = run(command, cwd=project, env=env, check=False, timeout=300)
+    hung_for = time.time() - float(hang_log.read_text())
+    assert result.returncode != 0
+    assert hung_for < 10 + 60, hung_for
+    assert re.search(r"time(d)? ?out", result.stderr, re.I), result.stderr[-2000:]
+    debug = tmp_path / "debug"
+    assert not (debug / "collectives-rank-1").exists()  # frozen: wrote nothing
+    trace = pickle.loads((debug / "collectives-rank-0").read_bytes())
+    last = max(trace["entries"], key=lambda entry: entry["time_created_ns"])
+    assert last["profiling_name"].startswith("gloo:"), last
+    issued_by = [f"{Path(f['filename']).name}:{f['line']}" for f in last["frames"]]
+    assert any(
+        re.fullmatch(r"(trainer|agreement)\.py:\d+", place) for place in issued_by
+    ), issued_by
+    print(
+        f"ended {hung_for:.1f} s into the hang; waited in {last['profiling_name']}"
+        f" #{last['collective_seq_id']} from {issued_by[:4]}"
+    )
 
 
 # 6. A kill between the temp file and the rename

@@ -13,7 +13,8 @@ FAULT=kill-agent-at-step  SIGKILL the process group of the torchrun agent that
 FAULT=none           no fault (FAULT_STEP_SECONDS alone)
 FAULT_RANK           the global rank that dies (default 1; any: every rank)
 FAULT_STEP_SECONDS   sleep this long after every optimizer step (a slower run)
-FAULT_LOG=PATH       kill-agent-at-step writes the time of the kill there
+FAULT_LOG=PATH       kill-agent-at-step and hang-at-step write the time of
+                     the fault there
 FAULT_ONCE=PATH      die once per job: the dying rank creates PATH first, and
                      no rank dies once it exists (restarts run clean, whichever
                      node the restarted rank lands on)
@@ -52,13 +53,18 @@ def doomed():
     return True
 
 
+def log_the_time():
+    """When the fault struck, for the time to what follows it."""
+    if os.environ.get("FAULT_LOG"):
+        Path(os.environ["FAULT_LOG"]).write_text(f"{time.time()}\n")
+
+
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
 def lose_the_node():
-    if os.environ.get("FAULT_LOG"):  # when, for the time to the next step
-        Path(os.environ["FAULT_LOG"]).write_text(f"{time.time()}\n")
+    log_the_time()
     os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)  # the agent's group
     die()  # if this process was not in it
 
@@ -109,6 +115,7 @@ elif FAULT == "hang-at-step":
     def step_then_hang(self):
         optimizer_step(self)
         if self.step == STEP and doomed():
+            log_the_time()
             time.sleep(3600)
 
     trainer.Trainer._optimizer_step = step_then_hang

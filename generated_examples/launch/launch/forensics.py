@@ -4,7 +4,15 @@ Each rank writes its host, pid and main thread to RUN_DIR/debug/rank-N.pid.
 `kill -USR1 PID` makes that rank append every thread's Python stack to
 RUN_DIR/debug/rank-N.stacks, and training goes on: faulthandler writes them
 from its C signal handler, so a rank answers even while it waits inside a
-collective. Nothing runs per step.
+collective. Nothing runs per step in Python.
+
+torch's flight recorder keeps each rank's last collectives (op, sizes,
+sequence number, state, the Python stack that issued it), for gloo and NCCL.
+A rank whose collective fails (a peer gone, --dist-timeout passed) writes
+them to RUN_DIR/debug/collectives-rank-N before it exits; NCCL also writes
+them there by itself on a timeout. The files are the flight recorder's own
+pickle format: `python -m torch.distributed.flight_recorder.fr_trace
+RUN_DIR/debug --prefix collectives-rank-` reads NCCL's.
 
     python -m PACKAGE.doctor stacks RUN_DIR
 
@@ -21,14 +29,19 @@ import socket
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
+
+import torch
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_DIR = PACKAGE_DIR.parent
 THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
 FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (\S+)')
 SETTLED_S = 0.3  # a dump that stopped growing this long is whole
+COLLECTIVES_KEPT = 2000  # per rank; TORCH_FR_BUFFER_SIZE overrides it
+COLLECTIVES_FILE = "collectives-rank-"
 
 
 class RankRecord(NamedTuple):
@@ -50,6 +63,34 @@ def record_stacks_on_request(run_dir, rank):
     # without the handler would end the process.
     record = f"{socket.gethostname()} {os.getpid()} {threading.main_thread().ident}"
     (folder / f"rank-{rank}.pid").write_text(record + "\n")
+
+
+def record_collectives(run_dir):
+    """Before the process group starts: the flight recorder reads these once."""
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", str(COLLECTIVES_KEPT))
+    os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+    trace_prefix = Path(run_dir).resolve() / "debug" / COLLECTIVES_FILE
+    os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(trace_prefix))
+
+
+@contextmanager
+def collectives_written_on_failure(run_dir, rank):
+    """A failed collective raises RuntimeError (torch's DistError and gloo's
+    timeouts): the rank writes what it recorded, then fails as before."""
+    try:
+        yield
+    except RuntimeError:
+        write_collectives(Path(run_dir) / "debug", rank)
+        raise
+
+
+def write_collectives(folder, rank):
+    try:
+        trace = torch._C._distributed_c10d._dump_fr_trace()
+    except (AttributeError, RuntimeError):  # a torch without the recorder
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{COLLECTIVES_FILE}{rank}").write_bytes(trace)
 
 
 def stacks(argv=None):

@@ -13,7 +13,11 @@ from .constraints import static_graph_wanted
 from .data import build_datasets, build_loaders, output_size
 from .distributed import pick_backend, pick_devices, process_group, share_cpu_threads
 from .divergence import Diverged
-from .forensics import record_stacks_on_request
+from .forensics import (
+    collectives_written_on_failure,
+    record_collectives,
+    record_stacks_on_request,
+)
 from .metrics import write_atomically
 from .model import build_model
 from .trainer import Trainer
@@ -46,8 +50,10 @@ def start_and_train(config, placement, store):
         # keep matching the one-process result.
         torch.backends.cuda.matmul.allow_tf32 = config.tf32
         torch.backends.cudnn.allow_tf32 = config.tf32
+    record_collectives(config.run_dir)
     with process_group(backend, placement, config.dist_timeout, store, devices[0]):
-        return train(config, placement, devices, backend)
+        with collectives_written_on_failure(config.run_dir, placement.rank):
+            return train(config, placement, devices, backend)
 
 
 def train(config, placement, devices, backend):
