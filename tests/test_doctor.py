@@ -2,7 +2,9 @@
 under torchrun, with its own processes (mp), and alone with a rank missing.
 (Under srun: tests/test_slurm.py.)"""
 
+import faulthandler
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -135,9 +137,29 @@ def test_doctor_stacks_asks_only_live_ranks_of_this_host(projects, tmp_path, cap
         stranger.wait()
 
 
-def test_doctor_stacks_of_a_folder_that_is_no_run_is_one_line(projects, tmp_path):
+def test_a_restarted_rank_drops_its_last_attempts_failure(projects, tmp_path):
+    """`doctor why` reads what the last attempt left: a restarted rank's new
+    record replaces its old failure files."""
+    forensics = import_generated(projects("launch"), "forensics")
+    debug = tmp_path / "debug"
+    debug.mkdir()
+    for name in ("rank-0.error", "collectives-rank-0", "rank-1.error"):
+        (debug / name).write_text("from the last attempt\n")
+    try:
+        forensics.record_stacks_on_request(tmp_path, 0)
+    finally:
+        faulthandler.unregister(signal.SIGUSR1)
+    assert sorted(path.name for path in debug.iterdir()) == [
+        "rank-0.pid",
+        "rank-0.stacks",
+        "rank-1.error",  # another rank's: it drops its own when it starts
+    ]
+
+
+@pytest.mark.parametrize("command", ["stacks", "why"])
+def test_doctor_of_a_folder_that_is_no_run_is_one_line(projects, tmp_path, command):
     project = projects("launch")
-    command = [PYTHON, "-m", f"{package(project)}.doctor", "stacks", tmp_path]
+    command = [PYTHON, "-m", f"{package(project)}.doctor", command, tmp_path]
     result = run(command, cwd=project, check=False)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (

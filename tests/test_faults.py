@@ -604,7 +604,8 @@ def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
     """Rank 1 stops stepping after step 3; rank 0's next collective times out
     after --dist-timeout. Rank 0 writes its flight recorder before it exits
     (the collective it waited in, and the project's line that issued it);
-    rank 1 writes nothing; the job ends within --dist-timeout + 60 s."""
+    rank 1 writes nothing; the job ends within --dist-timeout + 60 s, and
+    `doctor why` says so on one screen."""
     project = projects("launch")
     command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", INJECT]
     command += cpu_flags(tmp_path, "--epochs", "100", "--dist-timeout", "10")
@@ -624,10 +625,21 @@ def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
     assert any(
         re.fullmatch(r"(trainer|agreement)\.py:\d+", place) for place in issued_by
     ), issued_by
-    print(
-        f"ended {hung_for:.1f} s into the hang; waited in {last['profiling_name']}"
-        f" #{last['collective_seq_id']} from {issued_by[:4]}"
+    print(f"ended {hung_for:.1f} s into the hang")
+    why = run(
+        [PYTHON, "-m", f"{package(project)}.doctor", "why", tmp_path], cwd=project
     )
+    print(why.stdout)
+    code, pid = re.escape(package(project)), r"\(pid \d+ on [\w.-]+\)"
+    assert re.fullmatch(
+        rf"what each rank left in {re.escape(str(debug))}:\n"
+        rf"  rank 0 {pid}: failed in gloo:all_reduce #\d+ \(Float \[\[\d+\]\]\) "
+        rf"from {code}/trainer\.py:\d+ in \w+\n"
+        rf"  rank 1 {pid}: wrote no failure: frozen, killed or stuck outside a "
+        r"collective \(while it runs, `doctor stacks` shows where\)\n"
+        r"first to fail: rank 0 at \d\d:\d\d:\d\d: RuntimeError: .*time.*\n",
+        why.stdout,
+    ), why.stdout
 
 
 # 6. A kill between the temp file and the rename

@@ -10,6 +10,7 @@ and bandwidth of all_reduce over every rank. A rank that does not join within
 --timeout is named and the exit code is 1.
 
     python -m PACKAGE.doctor stacks RUN_DIR  # a running job: where is each rank?
+    python -m PACKAGE.doctor why RUN_DIR  # a job that died or timed out
 """
 
 import dataclasses
@@ -37,7 +38,9 @@ from .distributed import (
     processes,
 )
 from .forensics import stacks
+from .why import why
 
+COMMANDS = {"stacks": stacks, "why": why}  # the ones that read a run folder
 FLAGS = ["device", "backend", "share_gpu", "nprocs", "nnodes", "node_rank"]
 FLAGS += ["master_addr", "master_port", "local_rank"]
 ENVIRONMENT = ["OMP_NUM_THREADS", "TORCH_DISTRIBUTED_DEBUG", "GLOO_SOCKET_IFNAME"]
@@ -232,6 +235,5 @@ def shm_line():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["stacks"]:  # where each rank of a running job is now
-        sys.exit(stacks(sys.argv[2:]))
-    sys.exit(main())
+    command = COMMANDS.get(sys.argv[1]) if sys.argv[1:] else None
+    sys.exit(command(sys.argv[2:]) if command else main())

@@ -4,24 +4,26 @@ Each rank writes its host, pid and main thread to RUN_DIR/debug/rank-N.pid.
 `kill -USR1 PID` makes that rank append every thread's Python stack to
 RUN_DIR/debug/rank-N.stacks, and training goes on: faulthandler writes them
 from its C signal handler, so a rank answers even while it waits inside a
-collective. Nothing runs per step in Python.
-
-torch's flight recorder keeps each rank's last collectives (op, sizes,
-sequence number, state, the Python stack that issued it), for gloo and NCCL.
-A rank whose collective fails (a peer gone, --dist-timeout passed) writes
-them to RUN_DIR/debug/collectives-rank-N before it exits; NCCL also writes
-them there by itself on a timeout. The files are the flight recorder's own
-pickle format: `python -m torch.distributed.flight_recorder.fr_trace
-RUN_DIR/debug --prefix collectives-rank-` reads NCCL's.
+collective.
 
     python -m PACKAGE.doctor stacks RUN_DIR
 
 asks every rank of this host at once and prints one line per group of ranks
 standing on the same line of this project.
+
+torch's flight recorder keeps each rank's last collectives (op, sizes,
+sequence number, the Python stack that issued it), for gloo and NCCL, in C++:
+nothing runs per step in Python. A rank whose collective fails (a peer gone,
+--dist-timeout passed) writes them to RUN_DIR/debug/collectives-rank-N, and
+when and what failed to rank-N.error, before it exits; NCCL also writes them
+by itself on its timeout. `python -m PACKAGE.doctor why RUN_DIR` reads them
+(why.py). The files are the recorder's own pickle format, which
+`python -m torch.distributed.flight_recorder.fr_trace` reads for NCCL's.
 """
 
 import argparse
 import faulthandler
+import json
 import os
 import re
 import signal
@@ -34,6 +36,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+
+from .distributed import first_line
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_DIR = PACKAGE_DIR.parent
@@ -56,6 +60,8 @@ def record_stacks_on_request(run_dir, rank):
         return  # not on Windows
     folder = Path(run_dir) / "debug"
     folder.mkdir(parents=True, exist_ok=True)
+    for last_attempts in (f"rank-{rank}.error", f"{COLLECTIVES_FILE}{rank}"):
+        (folder / last_attempts).unlink(missing_ok=True)  # a restart: history
     # Open for the life of the process: the handler writes to its descriptor.
     stream = open(folder / f"rank-{rank}.stacks", "a")
     faulthandler.register(signal.SIGUSR1, file=stream, all_threads=True, chain=False)
@@ -79,18 +85,23 @@ def collectives_written_on_failure(run_dir, rank):
     timeouts): the rank writes what it recorded, then fails as before."""
     try:
         yield
-    except RuntimeError:
-        write_collectives(Path(run_dir) / "debug", rank)
+    except RuntimeError as error:
+        write_failure(Path(run_dir) / "debug", rank, error)
         raise
 
 
-def write_collectives(folder, rank):
+def write_failure(folder, rank, error):
+    """RUN_DIR/debug/rank-N.error (when, what) and the collectives recorded."""
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         trace = torch._C._distributed_c10d._dump_fr_trace()
     except (AttributeError, RuntimeError):  # a torch without the recorder
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{COLLECTIVES_FILE}{rank}").write_bytes(trace)
+        trace = None
+    if trace:
+        (folder / f"{COLLECTIVES_FILE}{rank}").write_bytes(trace)
+    what = f"{type(error).__name__}: {first_line(error)}"
+    failure = {"time": time.time(), "error": what}
+    (folder / f"rank-{rank}.error").write_text(json.dumps(failure) + "\n")
 
 
 def stacks(argv=None):
@@ -208,11 +219,17 @@ def where(text, main_thread):
             frames.append(frame.groups())
     frames = threads.get(main_thread) or next(iter(threads.values()), [])
     for index, (file, line, function) in enumerate(frames):
-        path = PROJECT_DIR / file  # an absolute file stays itself
-        if path.is_relative_to(PACKAGE_DIR) or path == PROJECT_DIR / "train.py":
-            place = f"{path.relative_to(PROJECT_DIR)}:{line} in {function}"
+        if place := place_in_project(file, line, function):
             return place + (f" ({frames[index - 1][2]})" if index else "")
     return "outside this project's code" if frames else "no Python frame"
+
+
+def place_in_project(file, line, function):
+    """'pkg/trainer.py:123 in f' for a frame of this project's code, else None."""
+    path = PROJECT_DIR / file  # an absolute file stays itself
+    if path.is_relative_to(PACKAGE_DIR) or path == PROJECT_DIR / "train.py":
+        return f"{path.relative_to(PROJECT_DIR)}:{line} in {function}"
+    return None
 
 
 def grouped(places):
