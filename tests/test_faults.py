@@ -114,13 +114,18 @@ def test_slurm_script_lays_out_processes_and_threads(
     )
     omp, args = run_sbatch_script(project, tmp_path, gpus, cpus)
     assert omp == f"OMP_NUM_THREADS={threads}"
-    assert args[:2] == [f"--cpus-per-task={cpus}", "--kill-on-bad-exit=1"]
+    assert args[:4] == [
+        "--ntasks=2",  # one task per node of the allocation (SLURM_NNODES)
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={cpus}",
+        "--kill-on-bad-exit=1",
+    ]
     if mode == "launch":
         assert args[args.index("--nproc-per-node") + 1] == str(processes)
         assert args[args.index("--rdzv-endpoint") + 1] == "n1:24321"
         assert args[args.index("--shutdown-timeout") + 1] == "100"
     else:
-        assert args[5:8] == [str(processes), "n1", "24321"]  # after bash -c SCRIPT
+        assert args[7:10] == [str(processes), "n1", "24321"]  # after bash -c SCRIPT
     assert args[-2:] == ["--epochs", "2"]
 
 
