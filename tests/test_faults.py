@@ -603,20 +603,25 @@ def test_doctor_stacks_tells_the_hung_rank_from_the_waiting_one(projects, tmp_pa
 
 
 @pytest.mark.fault
+@pytest.mark.parametrize("mode", ["launch", "mp"])
 def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
-    projects, tmp_path
+    projects, tmp_path, mode
 ):
     """Rank 1 stops stepping after step 3; rank 0's next collective times out
     after --dist-timeout. Rank 0 writes its flight recorder before it exits
     (the collective it waited in, and the project's line that issued it);
     rank 1 writes nothing; the job ends within --dist-timeout + 60 s, and
     `doctor why` says so on one screen."""
-    project = projects("launch")
-    command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", INJECT]
-    command += cpu_flags(tmp_path, "--epochs", "100", "--dist-timeout", "10")
+    project = projects(mode)
+    flags = cpu_flags(tmp_path, "--epochs", "100", "--dist-timeout", "10")
     hang_log = tmp_path / "hang-started"
     env = child_env(FAULT="hang-at-step", FAULT_STEP=3, FAULT_LOG=hang_log)
-    result = run(command, cwd=project, env=env, check=False, timeout=300)
+    if mode == "launch":
+        command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", INJECT]
+    else:  # tests/faults/sitecustomize.py injects it into the spawned workers
+        command = [PYTHON, "train.py", "--nprocs", "2"]
+        env["PYTHONPATH"] = str(INJECT.parent)
+    result = run(command + flags, cwd=project, env=env, check=False, timeout=300)
     hung_for = time.time() - float(hang_log.read_text())
     assert result.returncode != 0
     assert hung_for < 10 + 60, hung_for

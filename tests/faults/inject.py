@@ -39,9 +39,12 @@ checkpoint = importlib.import_module(f"{PACKAGE}.checkpoint")
 FAULT, STEP = os.environ["FAULT"], int(os.environ["FAULT_STEP"])
 
 
-def doomed():
-    rank = os.environ.get("FAULT_RANK", "1")
-    if rank != "any" and os.environ.get("RANK", "0") != rank:
+def doomed(rank=None):
+    """Whether this process dies: its global rank (the trainer's, or RANK
+    where torchrun set it) is FAULT_RANK."""
+    dying = os.environ.get("FAULT_RANK", "1")
+    here = str(rank) if rank is not None else os.environ.get("RANK", "0")
+    if dying != "any" and here != dying:
         return False
     once = os.environ.get("FAULT_ONCE")
     if not once:
@@ -87,7 +90,7 @@ elif FAULT == "kill-agent-at-step":
 
     def step_then_lose_the_node(self):
         slowed_step(self)
-        if self.step == STEP and doomed():
+        if self.step == STEP and doomed(self.placement.rank):
             lose_the_node()
 
     trainer.Trainer._optimizer_step = step_then_lose_the_node
@@ -96,7 +99,7 @@ elif FAULT == "raise-at-step":
 
     def step_then_raise(self):
         optimizer_step(self)
-        if self.step == STEP and doomed():
+        if self.step == STEP and doomed(self.placement.rank):
             raise RuntimeError(f"injected failure after step {STEP}")
 
     trainer.Trainer._optimizer_step = step_then_raise
@@ -105,7 +108,7 @@ elif FAULT == "kill-at-step":
 
     def step_then_die(self):
         optimizer_step(self)
-        if self.step == STEP and doomed():
+        if self.step == STEP and doomed(self.placement.rank):
             die()
 
     trainer.Trainer._optimizer_step = step_then_die
@@ -114,7 +117,7 @@ elif FAULT == "hang-at-step":
 
     def step_then_hang(self):
         optimizer_step(self)
-        if self.step == STEP and doomed():
+        if self.step == STEP and doomed(self.placement.rank):
             log_the_time()
             time.sleep(3600)
 

@@ -97,8 +97,9 @@ def write_failure(folder, rank, error):
         trace = torch._C._distributed_c10d._dump_fr_trace()
     except (AttributeError, RuntimeError):  # a torch without the recorder
         trace = None
-    if trace:
-        (folder / f"{COLLECTIVES_FILE}{rank}").write_bytes(trace)
+    dump = folder / f"{COLLECTIVES_FILE}{rank}"
+    if trace and not dump.exists():  # NCCL's own dump on its timeout stays
+        dump.write_bytes(trace)
     what = f"{type(error).__name__}: {first_line(error)}"
     failure = {"time": time.time(), "error": what}
     (folder / f"rank-{rank}.error").write_text(json.dumps(failure) + "\n")
