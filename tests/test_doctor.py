@@ -3,6 +3,7 @@ under torchrun, with its own processes (mp), and alone with a rank missing.
 (Under srun: tests/test_slurm.py.)"""
 
 import faulthandler
+import json
 import os
 import signal
 import socket
@@ -154,6 +155,28 @@ def test_a_restarted_rank_drops_its_last_attempts_failure(projects, tmp_path):
         "rank-0.stacks",
         "rank-1.error",  # another rank's: it drops its own when it starts
     ]
+
+
+def test_doctor_why_names_a_failure_the_recorder_did_not_keep(
+    projects, tmp_path, capsys
+):
+    """TORCH_FR_BUFFER_SIZE=0: no collectives, but the failure still counts."""
+    why = import_generated(projects("launch"), "why")
+    debug = tmp_path / "debug"
+    debug.mkdir()
+    for rank in (0, 1):
+        (debug / f"rank-{rank}.pid").write_text(f"node7 {100 + rank} 1\n")
+    failure = {"time": 1.0e9, "error": "RuntimeError: Connection closed by peer"}
+    (debug / "rank-1.error").write_text(json.dumps(failure))
+    assert why.why([str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("  rank 0 (pid 100 on node7): wrote no failure: ")
+    assert lines[2] == (
+        "  rank 1 (pid 101 on node7): failed in a collective the flight "
+        "recorder did not keep (TORCH_FR_BUFFER_SIZE)"
+    )
+    assert lines[3].startswith("first to fail: rank 1 at ")
+    assert lines[3].endswith(": RuntimeError: Connection closed by peer")
 
 
 @pytest.mark.parametrize("command", ["stacks", "why"])

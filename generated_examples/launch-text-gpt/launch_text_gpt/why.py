@@ -17,6 +17,14 @@ from pathlib import Path
 
 from .forensics import COLLECTIVES_FILE, place_in_project, recorded_ranks
 
+WROTE_NOTHING = (
+    "wrote no failure: frozen, killed or stuck outside a collective "
+    "(while it runs, `doctor stacks` shows where)"
+)
+NOTHING_RECORDED = (
+    "a collective the flight recorder did not keep (TORCH_FR_BUFFER_SIZE)"
+)
+
 
 def why(argv=None):
     """0 when the run folder holds a rank's record, else 2 (one line)."""
@@ -36,7 +44,7 @@ def why(argv=None):
     print(f"what each rank left in {folder}:")
     for rank, record in sorted(ranks.items()):
         print(f"  rank {rank} (pid {record.pid} on {record.host}): ", end="")
-        print(failures[rank]["where"] if failures[rank] else silent(rank))
+        print(failures[rank]["where"] if failures[rank] else WROTE_NOTHING)
     failed = sorted((f["time"], rank) for rank, f in failures.items() if f)
     if failed:
         first_time, first = failed[0]
@@ -48,15 +56,18 @@ def why(argv=None):
 
 
 def failure(folder, rank):
-    """{"time", "error", "where"} of a rank that wrote its collectives, or None."""
+    """{"time", "error", "where"} of a rank that wrote its failure, or None."""
     error_file = folder / f"rank-{rank}.error"
-    trace_file = folder / f"{COLLECTIVES_FILE}{rank}"
-    if not error_file.exists() or not trace_file.exists():
+    if not error_file.exists():
         return None
     found = json.loads(error_file.read_text())
-    with open(trace_file, "rb") as stream:
-        entries = pickle.load(stream).get("entries", [])
-    found["where"] = "failed in " + (last_collective(entries) or "no collective")
+    trace_file = folder / f"{COLLECTIVES_FILE}{rank}"
+    entries = []
+    if trace_file.exists():
+        with open(trace_file, "rb") as stream:
+            entries = pickle.load(stream).get("entries", [])
+    recorded = last_collective(entries) or NOTHING_RECORDED
+    found["where"] = f"failed in {recorded}"
     return found
 
 
@@ -72,11 +83,4 @@ def last_collective(entries):
     return (
         f"{entry['profiling_name']} #{entry['collective_seq_id']} ({sizes}) "
         f"from {issued_at}"
-    )
-
-
-def silent(rank):
-    return (
-        "wrote no failure: frozen, killed or stuck outside a collective "
-        "(while it runs, `doctor stacks` shows where)"
     )
