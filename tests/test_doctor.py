@@ -2,10 +2,8 @@
 under torchrun, with its own processes (mp), and alone with a rank missing.
 (Under srun: tests/test_slurm.py.)"""
 
-import faulthandler
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -146,13 +144,8 @@ def test_a_restarted_rank_drops_its_last_attempts_failure(projects, tmp_path):
     debug.mkdir()
     for name in ("rank-0.error", "collectives-rank-0", "rank-1.error"):
         (debug / name).write_text("from the last attempt\n")
-    try:
-        forensics.record_stacks_on_request(tmp_path, 0)
-    finally:
-        faulthandler.unregister(signal.SIGUSR1)
+    forensics.forget_last_attempt(tmp_path, 0)
     assert sorted(path.name for path in debug.iterdir()) == [
-        "rank-0.pid",
-        "rank-0.stacks",
         "rank-1.error",  # another rank's: it drops its own when it starts
     ]
 

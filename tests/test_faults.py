@@ -602,6 +602,21 @@ def test_doctor_stacks_tells_the_hung_rank_from_the_waiting_one(projects, tmp_pa
         kill_group(process.pid)
 
 
+def hang_rank_one(project, workdir, mode, step, *flags):
+    """Rank 1 of 2 sleeps after optimizer step `step`: (the finished job,
+    seconds from the start of the hang to its end)."""
+    flags = cpu_flags(workdir, "--epochs", "100", *flags)
+    hang_log = workdir / "hang-started"
+    env = child_env(FAULT="hang-at-step", FAULT_STEP=step, FAULT_LOG=hang_log)
+    if mode == "launch":
+        command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", INJECT]
+    else:  # tests/faults/sitecustomize.py injects it into the spawned workers
+        command = [PYTHON, "train.py", "--nprocs", "2"]
+        env["PYTHONPATH"] = str(INJECT.parent)
+    result = run(command + flags, cwd=project, env=env, check=False, timeout=300)
+    return result, time.time() - float(hang_log.read_text())
+
+
 @pytest.mark.fault
 @pytest.mark.parametrize("mode", ["launch", "mp"])
 def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
@@ -613,16 +628,7 @@ def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
     rank 1 writes nothing; the job ends within --dist-timeout + 60 s, and
     `doctor why` says so on one screen."""
     project = projects(mode)
-    flags = cpu_flags(tmp_path, "--epochs", "100", "--dist-timeout", "10")
-    hang_log = tmp_path / "hang-started"
-    env = child_env(FAULT="hang-at-step", FAULT_STEP=3, FAULT_LOG=hang_log)
-    if mode == "launch":
-        command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", INJECT]
-    else:  # tests/faults/sitecustomize.py injects it into the spawned workers
-        command = [PYTHON, "train.py", "--nprocs", "2"]
-        env["PYTHONPATH"] = str(INJECT.parent)
-    result = run(command + flags, cwd=project, env=env, check=False, timeout=300)
-    hung_for = time.time() - float(hang_log.read_text())
+    result, hung_for = hang_rank_one(project, tmp_path, mode, 3, "--dist-timeout", "10")
     assert result.returncode != 0
     assert hung_for < 10 + 60, hung_for
     assert re.search(r"time(d)? ?out", result.stderr, re.I), result.stderr[-2000:]
@@ -640,6 +646,8 @@ def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
         [PYTHON, "-m", f"{package(project)}.doctor", "why", tmp_path], cwd=project
     )
     print(why.stdout)
+    # gloo says "Timed out waiting ..." or "Application timeout ...", as
+    # whichever side's timer fires first: both are the timeout.
     code, pid = re.escape(package(project)), r"\(pid \d+ on [\w.-]+\)"
     assert re.fullmatch(
         rf"what each rank left in {re.escape(str(debug))}:\n"
@@ -647,7 +655,46 @@ def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
         rf"from {code}/trainer\.py:\d+ in \w+\n"
         rf"  rank 1 {pid}: wrote no failure: frozen, killed or stuck outside a "
         r"collective \(while it runs, `doctor stacks` shows where\)\n"
-        r"first to fail: rank 0 at \d\d:\d\d:\d\d: RuntimeError: .*time.*\n",
+        r"first to fail: rank 0 at \d\d:\d\d:\d\d: RuntimeError: .*(?i:time).*\n",
+        why.stdout,
+    ), why.stdout
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_the_watchdog_ends_a_hang_long_before_the_timeout_and_says_where(
+    projects, tmp_path, mode
+):
+    """Rank 1 stops stepping after step 30 (about 4 ms a step). With a 2 s
+    floor, each rank's watchdog writes its stacks and collectives and ends the
+    job within seconds, not --dist-timeout's 120; `doctor why` names the
+    line rank 1 stands on and the collective it never entered."""
+    project = projects(mode)
+    result, hung_for = hang_rank_one(
+        project, tmp_path, mode, 30, "--dist-timeout", "120", "--watchdog-floor", "2"
+    )
+    assert result.returncode != 0
+    print(f"ended {hung_for:.1f} s into the hang")
+    assert hung_for < 2 + 30, hung_for
+    assert re.search(r"rank 1: watchdog: no optimizer step for", result.stderr)
+    why = run(
+        [PYTHON, "-m", f"{package(project)}.doctor", "why", tmp_path], cwd=project
+    )
+    print(why.stdout)
+    code, pid = re.escape(package(project)), r"\(pid \d+ on [\w.-]+\)"
+    collective = (
+        rf"gloo:all_reduce #\d+ \(Float \[\[\d+\]\]\) from {code}/trainer\.py:\d+"
+    )
+    assert re.fullmatch(
+        rf"what each rank left in {re.escape(str(tmp_path / 'debug'))}:\n"
+        rf"  rank 0 {pid}: (stalled at {code}/trainer\.py:\d+ in \w+ \(\w+\); "
+        rf"its last collective|failed in) {collective} in \w+\n"
+        rf"  rank 1 {pid}: stalled at {code}/trainer\.py:\d+ in _run_epoch "
+        rf"\(step_then_hang\); its last collective {collective} in \w+\n"
+        r"never entered default_pg #(\d+): rank 1 \(its last #\d+\)\n"
+        r"first to fail: rank [01] at \d\d:\d\d:\d\d: Stalled: no optimizer step "
+        r"for [\d.]+ s \(median step [\d.e-]+ s x --watchdog-factor 20, "
+        r"--watchdog-floor 2\)\n",
         why.stdout,
     ), why.stdout
 

@@ -1,21 +1,31 @@
-"""`python -m PACKAGE.doctor why RUN_DIR`: what the ranks of a job that died
-or timed out left behind, on one screen.
+"""`python -m PACKAGE.doctor why RUN_DIR`: what the ranks of a job that died,
+timed out or was ended by its watchdog left behind, on one screen.
 
 For each rank: the collective its failure came in (op, sequence number,
 sizes) and the line of this project that issued it, from its flight-recorder
-dump (RUN_DIR/debug/collectives-rank-N, forensics.py); a rank that wrote
-none was frozen, killed or stuck outside a collective (`doctor stacks` shows
-where, while it runs). Then which rank failed first, with what.
+dump (RUN_DIR/debug/collectives-rank-N, forensics.py); for a rank its
+watchdog stopped (watchdog.py), also the line its main thread stood on; a
+rank that wrote nothing was frozen, killed or stuck outside a collective
+(`doctor stacks` shows where, while it runs). Then the ranks that never
+entered the newest collective, and which rank failed first, with what.
 """
 
 import argparse
 import json
 import pickle
-import sys
 import time
 from pathlib import Path
 
-from .forensics import COLLECTIVES_FILE, place_in_project, recorded_ranks
+from .forensics import (
+    collectives_file,
+    error_file,
+    not_a_run,
+    place_in_project,
+    recorded_ranks,
+    stacks_file,
+    where,
+)
+from .watchdog import STACKS_MARK, Stalled
 
 WROTE_NOTHING = (
     "wrote no failure: frozen, killed or stuck outside a collective "
@@ -34,17 +44,18 @@ def why(argv=None):
     )
     parser.add_argument("run_dir", type=Path, help="the job's --run-dir")
     folder = parser.parse_args(argv).run_dir / "debug"
-    ranks = recorded_ranks(folder)
-    if not ranks:
-        print(
-            f"error: no rank wrote {folder}/rank-N.pid: is it a run?", file=sys.stderr
-        )
-        return 2
-    failures = {rank: failure(folder, rank) for rank in ranks}
+    if not (ranks := recorded_ranks(folder)):
+        return not_a_run(folder)
+    failures = {
+        rank: failure(folder, rank, record.main_thread)
+        for rank, record in ranks.items()
+    }
     print(f"what each rank left in {folder}:")
     for rank, record in sorted(ranks.items()):
         print(f"  rank {rank} (pid {record.pid} on {record.host}): ", end="")
         print(failures[rank]["where"] if failures[rank] else WROTE_NOTHING)
+    if behind := never_entered(failures):
+        print(behind)
     failed = sorted((f["time"], rank) for rank, f in failures.items() if f)
     if failed:
         first_time, first = failed[0]
@@ -55,27 +66,32 @@ def why(argv=None):
     return 0
 
 
-def failure(folder, rank):
-    """{"time", "error", "where"} of a rank that wrote its failure, or None."""
-    error_file = folder / f"rank-{rank}.error"
-    if not error_file.exists():
+def failure(folder, rank, main_thread):
+    """{"time", "error", "where", "entered"} of a rank that wrote its failure
+    ("entered": {process group: its newest sequence number}), else None."""
+    if not error_file(folder, rank).exists():
         return None
-    found = json.loads(error_file.read_text())
-    trace_file = folder / f"{COLLECTIVES_FILE}{rank}"
+    found = json.loads(error_file(folder, rank).read_text())
     entries = []
-    if trace_file.exists():
-        with open(trace_file, "rb") as stream:
+    if collectives_file(folder, rank).exists():
+        with open(collectives_file(folder, rank), "rb") as stream:
             entries = pickle.load(stream).get("entries", [])
-    recorded = last_collective(entries) or NOTHING_RECORDED
-    found["where"] = f"failed in {recorded}"
+    found["entered"] = {}
+    for entry in sorted(entries, key=lambda e: e["collective_seq_id"]):
+        found["entered"][entry["process_group"][1]] = entry["collective_seq_id"]
+    last = max(entries, key=lambda e: e["time_created_ns"], default=None)
+    recorded = describe(last) if last else NOTHING_RECORDED
+    if found["error"].startswith(Stalled.__name__):
+        stacks = stacks_file(folder, rank).read_text().rsplit(STACKS_MARK, 1)[-1]
+        place = where(stacks, main_thread)
+        found["where"] = f"stalled at {place}; its last collective {recorded}"
+    else:
+        found["where"] = f"failed in {recorded}"
     return found
 
 
-def last_collective(entries):
+def describe(entry):
     """'gloo:all_reduce #16 (Float [[1234]]) from pkg/trainer.py:146 in f'."""
-    if not entries:
-        return None
-    entry = max(entries, key=lambda item: item["time_created_ns"])
     sizes = f"{' '.join(entry['input_dtypes'])} {entry['input_sizes']}"
     frames = entry.get("frames", [])
     places = (place_in_project(f["filename"], f["line"], f["name"]) for f in frames)
@@ -84,3 +100,18 @@ def last_collective(entries):
         f"{entry['profiling_name']} #{entry['collective_seq_id']} ({sizes}) "
         f"from {issued_at}"
     )
+
+
+def never_entered(failures):
+    """'never entered default_pg #16: rank 1 (its last #15)' for each process
+    group some rank lags in, one line each."""
+    lines = []
+    entered = [(rank, f["entered"]) for rank, f in sorted(failures.items()) if f]
+    for group in sorted({group for _, groups in entered for group in groups}):
+        last = {rank: groups[group] for rank, groups in entered if group in groups}
+        newest = max(last.values())
+        if behind := [
+            f"rank {r} (its last #{n})" for r, n in last.items() if n < newest
+        ]:
+            lines.append(f"never entered {group} #{newest}: {', '.join(behind)}")
+    return "\n".join(lines)

@@ -1,24 +1,17 @@
 """What a rank leaves behind to explain a hang, and the command that reads it.
 
 Each rank writes its host, pid and main thread to RUN_DIR/debug/rank-N.pid.
-`kill -USR1 PID` makes that rank append every thread's Python stack to
-RUN_DIR/debug/rank-N.stacks, and training goes on: faulthandler writes them
-from its C signal handler, so a rank answers even while it waits inside a
-collective.
-
-    python -m PACKAGE.doctor stacks RUN_DIR
-
-asks every rank of this host at once and prints one line per group of ranks
-standing on the same line of this project.
+`kill -USR1 PID` makes it append every thread's Python stack to rank-N.stacks
+and go on: faulthandler writes them from its C signal handler, so a rank
+answers even inside a collective. `python -m PACKAGE.doctor stacks RUN_DIR`
+asks every rank of this host and prints one line per group of ranks.
 
 torch's flight recorder keeps each rank's last collectives (op, sizes,
-sequence number, the Python stack that issued it), for gloo and NCCL, in C++:
-nothing runs per step in Python. A rank whose collective fails (a peer gone,
---dist-timeout passed) writes them to RUN_DIR/debug/collectives-rank-N, and
-when and what failed to rank-N.error, before it exits; NCCL also writes them
-by itself on its timeout. `python -m PACKAGE.doctor why RUN_DIR` reads them
-(why.py). The files are the recorder's own pickle format, which
-`python -m torch.distributed.flight_recorder.fr_trace` reads for NCCL's.
+sequence number, the Python stack that issued it) in C++, for gloo and NCCL.
+A rank whose collective fails (a peer gone, --dist-timeout passed), or whose
+watchdog ends the job (watchdog.py), writes them to collectives-rank-N (the
+recorder's pickle, which torch.distributed.flight_recorder.fr_trace reads for
+NCCL) and what failed to rank-N.error; `doctor why` reads them (why.py).
 """
 
 import argparse
@@ -45,7 +38,6 @@ THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
 FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (\S+)')
 SETTLED_S = 0.3  # a dump that stopped growing this long is whole
 COLLECTIVES_KEPT = 2000  # per rank; TORCH_FR_BUFFER_SIZE overrides it
-COLLECTIVES_FILE = "collectives-rank-"
 
 
 class RankRecord(NamedTuple):
@@ -55,15 +47,20 @@ class RankRecord(NamedTuple):
     written: float  # when the rank wrote its record (the file's mtime)
 
 
+def forget_last_attempt(run_dir, rank):
+    """A restarted rank's failure files are its last attempt's: history."""
+    folder = Path(run_dir) / "debug"
+    for last_attempts in (error_file(folder, rank), collectives_file(folder, rank)):
+        last_attempts.unlink(missing_ok=True)
+
+
 def record_stacks_on_request(run_dir, rank):
     if not hasattr(signal, "SIGUSR1"):
         return  # not on Windows
     folder = Path(run_dir) / "debug"
     folder.mkdir(parents=True, exist_ok=True)
-    for last_attempts in (f"rank-{rank}.error", f"{COLLECTIVES_FILE}{rank}"):
-        (folder / last_attempts).unlink(missing_ok=True)  # a restart: history
     # Open for the life of the process: the handler writes to its descriptor.
-    stream = open(folder / f"rank-{rank}.stacks", "a")
+    stream = open(stacks_file(folder, rank), "a")
     faulthandler.register(signal.SIGUSR1, file=stream, all_threads=True, chain=False)
     # Last: `doctor stacks` signals the ranks it finds recorded, and SIGUSR1
     # without the handler would end the process.
@@ -75,7 +72,7 @@ def record_collectives(run_dir):
     """Before the process group starts: the flight recorder reads these once."""
     os.environ.setdefault("TORCH_FR_BUFFER_SIZE", str(COLLECTIVES_KEPT))
     os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
-    trace_prefix = Path(run_dir).resolve() / "debug" / COLLECTIVES_FILE
+    trace_prefix = collectives_file(Path(run_dir).resolve() / "debug", rank="")
     os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(trace_prefix))
 
 
@@ -97,12 +94,12 @@ def write_failure(folder, rank, error):
         trace = torch._C._distributed_c10d._dump_fr_trace()
     except (AttributeError, RuntimeError):  # a torch without the recorder
         trace = None
-    dump = folder / f"{COLLECTIVES_FILE}{rank}"
+    dump = collectives_file(folder, rank)
     if trace and not dump.exists():  # NCCL's own dump on its timeout stays
         dump.write_bytes(trace)
     what = f"{type(error).__name__}: {first_line(error)}"
     failure = {"time": time.time(), "error": what}
-    (folder / f"rank-{rank}.error").write_text(json.dumps(failure) + "\n")
+    error_file(folder, rank).write_text(json.dumps(failure) + "\n")
 
 
 def stacks(argv=None):
@@ -117,12 +114,8 @@ def stacks(argv=None):
     )
     args = parser.parse_args(argv)
     folder = args.run_dir / "debug"
-    ranks = recorded_ranks(folder)
-    if not ranks:  # one line, as every mistake gets
-        print(
-            f"error: no rank wrote {folder}/rank-N.pid: is it a run?", file=sys.stderr
-        )
-        return 2
+    if not (ranks := recorded_ranks(folder)):
+        return not_a_run(folder)
     asked, unasked = ask_for_stacks(folder, ranks)
     answers = wait_for_answers(folder, asked, args.wait)
     places = {
@@ -163,8 +156,21 @@ def recorded_ranks(folder):
     return ranks
 
 
+def not_a_run(folder):
+    print(f"error: no rank wrote {folder}/rank-N.pid: is it a run?", file=sys.stderr)
+    return 2  # the exit status; one line, as every mistake gets
+
+
 def stacks_file(folder, rank):
     return folder / f"rank-{rank}.stacks"
+
+
+def error_file(folder, rank):
+    return folder / f"rank-{rank}.error"
+
+
+def collectives_file(folder, rank):
+    return folder / f"collectives-rank-{rank}"
 
 
 def why_not_running(record):

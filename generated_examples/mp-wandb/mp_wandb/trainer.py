@@ -14,6 +14,7 @@ from .evaluation import evaluate
 from .metrics import MetricsLog, Throughput
 from .model import loss_fn
 from .optim import build_optimizer, build_scheduler, steps_per_epoch
+from .watchdog import Watchdog
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -42,10 +43,10 @@ class Trainer:
         self.step_loss = torch.zeros((), device=self.output_device)
         self.last_loss = None  # the newest step's loss, still on the device
         self.divergence = DivergenceWatch(self.output_device)
+        self.watchdog = Watchdog(config, placement)
         self.throughput = Throughput()
         self.metrics_log = MetricsLog(config.run_dir, enabled=placement.is_main)
-        self.saved_at_step = None
-        self.evaluated_at_step = None
+        self.saved_at_step = self.evaluated_at_step = None
         self.preempted = False  # a stop signal: save within the grace period
         self.last_checkpoint = None
         self.eval_metrics = {}
@@ -65,9 +66,9 @@ class Trainer:
             while self.epoch < self.config.epochs and not self._reached_max_steps():
                 if self._run_epoch():
                     break  # --max-steps or a stop signal
-                if self._due(self.config.save_every):
+                if self._due(self.epoch, self.config.save_every):
                     self.save_checkpoint()
-                if self._due(self.config.eval_every):
+                if self._due(self.epoch, self.config.eval_every):
                     self.evaluate()
             if self.stop_request.finish():  # a signal in the last step
                 self.preempted = True
@@ -77,11 +78,9 @@ class Trainer:
                 self.evaluate()  # the final metrics describe the final weights
         return self.summary()
 
-    def _due(self, every):
-        return every > 0 and self.epoch % every == 0
-
-    def _due_steps(self, every):
-        return every > 0 and self.step % every == 0
+    @staticmethod
+    def _due(count, every):
+        return every > 0 and count % every == 0
 
     def _run_epoch(self):
         """Train to the end of the epoch or a stop; True if the run must stop."""
@@ -90,17 +89,18 @@ class Trainer:
         sampler = self.train_loader.sampler
         sampler.start_epoch(self.epoch, consumed=self.samples_in_epoch)
         accum = self.config.grad_accum
-        for micro_step, (inputs, targets) in enumerate(self._progress(sampler)):
-            last_in_group = (micro_step + 1) % accum == 0
-            self._forward_backward(inputs, targets, accum, sync=last_in_group)
-            if last_in_group:
-                self.samples_in_epoch += self.config.global_batch_size
-                self._optimizer_step()
-                if self._due_steps(self.config.eval_every_steps):
-                    self._evaluate_mid_epoch()
-                stopping = self._should_stop()
-                if stopping:
-                    break
+        with self.watchdog.armed():
+            for micro_step, (inputs, targets) in enumerate(self._progress(sampler)):
+                last_in_group = (micro_step + 1) % accum == 0
+                self._forward_backward(inputs, targets, accum, sync=last_in_group)
+                if last_in_group:
+                    self.samples_in_epoch += self.config.global_batch_size
+                    self._optimizer_step()
+                    if self._due(self.step, self.config.eval_every_steps):
+                        self._evaluate_mid_epoch()
+                    stopping = self._should_stop()
+                    if stopping:
+                        break
         if self.samples_in_epoch == sampler.end:  # also after a stop on its last step
             self.epoch += 1
             self.samples_in_epoch = 0
@@ -109,8 +109,7 @@ class Trainer:
         return stopping
 
     def _progress(self, sampler):
-        """The epoch's batches, with a progress bar on rank 0's terminal; plain
-        log lines in Slurm or CI logs, where a bar would be glued to them."""
+        """The epoch's batches; a bar on rank 0's terminal, none in logs."""
         per_batch = self.config.batch_size * self.placement.world_size
         return tqdm(
             self.train_loader,
@@ -125,7 +124,8 @@ class Trainer:
         """Evaluate with the training clock stopped: rates count training only."""
         self._wait_for_devices()
         self.throughput.stop()
-        self.evaluate()
+        with self.watchdog.paused():
+            self.evaluate()
         self.throughput.start()
 
     def _wait_for_devices(self):
@@ -159,6 +159,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.step += 1
+        self.watchdog.stepped()
         self.divergence.observe(self.step_loss, self.step)
         self.last_loss = self.step_loss
         self.step_loss = torch.zeros((), device=self.output_device)

@@ -151,6 +151,15 @@ class Config:
         "seconds to wait for every rank, at start-up and in collectives",
         minimum=1,
     )
+    watchdog_factor: float = option(
+        20.0,
+        "end the job, its stacks and collectives written to RUN_DIR/debug, when "
+        "no optimizer step came for this many median step times; 0 = off",
+        minimum=0,
+    )
+    watchdog_floor: float = option(
+        300.0, "seconds the watchdog waits at the least", minimum=0
+    )
     train_size: int = option(4096, "training samples", minimum=1)
     eval_size: int = option(1024, "evaluation samples; 0 = no evaluation", minimum=0)
     nprocs: int = option(

@@ -15,6 +15,7 @@ from .distributed import pick_backend, pick_devices, process_group, share_cpu_th
 from .divergence import Diverged
 from .forensics import (
     collectives_written_on_failure,
+    forget_last_attempt,
     record_collectives,
     record_stacks_on_request,
 )
@@ -71,6 +72,7 @@ def train(config, placement, devices, backend):
     config = batching.settle(config, placement.world_size, point and point.state)
     trainer = build_trainer(config, placement, devices, backend)
     trainer.resume(point)
+    forget_last_attempt(config.run_dir, placement.rank)
     record_stacks_on_request(config.run_dir, placement.rank)
     return trainer.fit()
 
