@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: demo test test-bench test-pythons test-slurm test-gpu soak examples lint-docs bench bench-gpu clean
+.PHONY: demo test test-slow test-bench test-pythons test-slurm test-gpu soak examples lint-docs bench bench-gpu clean
 
 $(BIN)/ddpgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,12 @@ demo: $(BIN)/ddpgen
 JOBS ?= 2
 
 test: $(BIN)/ddpgen
-	$(BIN)/pytest -q -n $(JOBS) --dist loadgroup --durations=15 -m "not bench"
+	$(BIN)/pytest -q -n $(JOBS) --dist loadgroup --durations=15 -m "not bench and not slow"
+
+# Cases whose code path make test already takes on a sibling (another signal,
+# mode or combination): about 2 minutes; CI runs them.
+test-slow: $(BIN)/ddpgen
+	$(BIN)/pytest -q -n $(JOBS) --dist loadgroup -m slow -rs
 
 # The benchmarks' own code on a small run each (about 3 minutes; CI runs it).
 test-bench: $(BIN)/ddpgen

@@ -15,8 +15,9 @@ machines are shared and noisy, so no test asserts a time).
    user would otherwise copy, on the small CNN and ResNet-18, as ratios to a
    one-process limit proxy; time to the first step, resume cost, checkpoint
    save, 1 and 2 processes. Writes side_by_side.png and prints the table.
-
-5. learning.py: validation accuracy per epoch of the image defaults on real
+5. watchdog_cost.py: a generated project with its watchdog off and on, in
+   alternating runs.
+6. learning.py: validation accuracy per epoch of the image defaults on real
    image sets that packages ship, and the GPT on tiny Shakespeare at
    nanoGPT's CPU configuration beside a plain one-file loop.
 
@@ -172,6 +173,7 @@ def bench_threads(scratch, train_size):
 def main():
     import ddp_loop  # beside this file; they import torch
     import side_by_side
+    import watchdog_cost
 
     quick = "--quick" in sys.argv
     steps = 5 if quick else 20
@@ -187,6 +189,7 @@ def main():
             "flight_recorder_small_cnn_s_per_step": ddp_loop.bench_flight_recorder(
                 steps * 10, 32
             ),
+            "watchdog": watchdog_cost.measure(quick),
             "side_by_side": side_by_side.measure(quick),
         }
     print(json.dumps(results, indent=2))

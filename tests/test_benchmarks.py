@@ -87,3 +87,13 @@ def test_gpt_speed_pairs_compare_the_same_runs(tmp_path):
     assert pair["generated"] > 0 and pair["plain"] > 0
     assert pair["ratio"] == pytest.approx(pair["generated"] / pair["plain"], abs=2e-3)
     assert speed["median_ratio"] == pair["ratio"]
+
+
+def test_watchdog_cost_compares_alternating_runs():
+    result = run(
+        [sys.executable, BENCHMARKS / "watchdog_cost.py", "--quick"], ROOT, 280
+    )
+    figures = json.loads(result.stdout)
+    off, on = figures["s_per_step"]["off"], figures["s_per_step"]["on (default)"]
+    assert off > 0 and on > 0
+    assert figures["on_over_off"] == pytest.approx(on / off)

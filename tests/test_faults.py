@@ -30,6 +30,7 @@ from helpers import (
 )
 
 INJECT = Path(__file__).parent / "faults" / "inject.py"
+SLOW = pytest.mark.slow  # make test-slow (CI): make test takes the path elsewhere
 
 
 def cpu_flags(workdir, *flags):
@@ -186,6 +187,7 @@ def test_two_nodes_on_loopback_equal_one_node(projects, tmp_path, mode):
 
 
 @pytest.mark.fault
+@SLOW  # the two-agent restart below takes the same path
 def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(projects, tmp_path):
     project = projects("launch")
     kill_at = STEPS_PER_EPOCH + 3  # mid-way through the second epoch
@@ -481,7 +483,9 @@ def group_outlives(pgid, seconds):
 
 
 @pytest.mark.fault
-@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+# SIGTERM takes SIGINT's path in both modes (and Slurm's preemption tests
+# send it through the launchers): make test-slow.
+@pytest.mark.parametrize("stop", [pytest.param("SIGTERM", marks=SLOW), "SIGINT"])
 @pytest.mark.parametrize("mode", ["launch", "mp"])
 def test_a_stop_signal_saves_exits_and_the_next_run_resumes(
     projects, tmp_path, mode, stop
@@ -618,7 +622,8 @@ def hang_rank_one(project, workdir, mode, step, *flags):
 
 
 @pytest.mark.fault
-@pytest.mark.parametrize("mode", ["launch", "mp"])
+# mp's launcher is the watchdog test's; the timeout path is launch's.
+@pytest.mark.parametrize("mode", ["launch", pytest.param("mp", marks=SLOW)])
 def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
     projects, tmp_path, mode
 ):

@@ -8,7 +8,11 @@ from helpers import run
 
 @pytest.mark.parametrize(
     ("mode", "model_parallel", "data", "model"),
-    [("launch", False, "synthetic", "mlp"), ("mp", True, "imagefolder", "cnn")],
+    [
+        ("launch", False, "synthetic", "mlp"),
+        # The same tests on another combination: make test-slow.
+        pytest.param("mp", True, "imagefolder", "cnn", marks=pytest.mark.slow),
+    ],
     ids=["mode=launch", "mode=mp-model_parallel=yes-data=imagefolder"],
 )
 # Nine 2-process trainings (45-65 s alone; 200 s measured beside other jobs on

@@ -110,8 +110,7 @@ def never_entered(failures):
     for group in sorted({group for _, groups in entered for group in groups}):
         last = {rank: groups[group] for rank, groups in entered if group in groups}
         newest = max(last.values())
-        if behind := [
-            f"rank {r} (its last #{n})" for r, n in last.items() if n < newest
-        ]:
+        behind = [f"rank {r} (its last #{n})" for r, n in last.items() if n < newest]
+        if behind:
             lines.append(f"never entered {group} #{newest}: {', '.join(behind)}")
     return "\n".join(lines)

@@ -152,10 +152,7 @@ class Config:
         minimum=1,
     )
     watchdog_factor: float = option(
-        20.0,
-        "end the job, its stacks and collectives written to RUN_DIR/debug, when "
-        "no optimizer step came for this many median step times; 0 = off",
-        minimum=0,
+        20.0, "no step in this many median step times ends the job; 0: off", minimum=0
     )
     watchdog_floor: float = option(
         300.0, "seconds the watchdog waits at the least", minimum=0
@@ -214,8 +211,7 @@ def parse_args(argv=None):
     del options["config"]
     print_config = options.pop("print_config")
     config = Config(**options)
-    problem = config_problem(config)
-    if problem:
+    if problem := config_problem(config):
         parser.error(problem)
     if print_config:
         print(to_yaml(config), end="")
