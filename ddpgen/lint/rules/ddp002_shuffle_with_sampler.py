@@ -2,7 +2,9 @@
 
 `DataLoader` raises `ValueError: sampler option is mutually exclusive with
 shuffle` (ultralytics/yolov3#231). A sampler chosen by a condition counts too:
-`sampler = DistributedSampler(d) if distributed else None`.
+`sampler = DistributedSampler(d) if distributed else None`, as in
+dvlab-research/MiSLAS datasets/cifar100.py (commit bb5ba7e), where
+`self.dist_sampler` is one and the loader beside it passes `shuffle=True`.
 
 ```python
 DataLoader(train_set, shuffle=True, sampler=DistributedSampler(train_set))  # bad
@@ -64,10 +66,18 @@ RULE = Rule(
         "loader = DataLoader(train_set, sampler=DistributedSampler(train_set))",
         "loader = DataLoader(train_set, shuffle=True)",
         """
-        # huggingface/transformers examples/run_glue.py (c9439e1): a sampler
-        # chosen by a condition, then shuffle=True beside it
+        # a sampler chosen by a condition, then shuffle=True beside it
         train_sampler = DistributedSampler(train_set) if distributed else None
         loader = DataLoader(train_set, shuffle=True, sampler=train_sampler)  # <- DDP002
+        """,
+        """
+        # the shape of dvlab-research/MiSLAS datasets/cifar100.py (bb5ba7e)
+        class LongTailed:
+            def __init__(self, train_set, distributed):
+                self.sampler = DistributedSampler(train_set) if distributed else None
+                self.train = DataLoader(  # <- DDP002
+                    train_set, shuffle=True, sampler=self.sampler
+                )
         """,
     ),
 )

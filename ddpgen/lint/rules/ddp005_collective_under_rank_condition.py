@@ -3,7 +3,8 @@
 A collective that only some ranks call never completes: the job hangs until
 the timeout. Helpers of the same file that call a collective count too. The
 same collective in both branches is fine, and so is the rank-0-first pair of
-Hugging Face-era scripts (huggingface/transformers examples/run_glue.py):
+Hugging Face-era scripts (huggingface/transformers examples/run_glue.py at
+commit c9439e1, in `main` and in `load_and_cache_examples`):
 `if local_rank not in [-1, 0]: barrier()` ... `if local_rank == 0: barrier()`
 in one function, where every rank enters exactly one barrier. A test that is
 the same on every rank is no rank condition: `local_rank != -1` (-1 is "not
