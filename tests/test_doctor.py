@@ -109,7 +109,7 @@ def test_doctor_without_master_addr_says_so(projects):
 def test_doctor_stacks_asks_only_live_ranks_of_this_host(projects, tmp_path, capsys):
     """A rank's record outlives it: a pid now another process's must not get
     SIGUSR1 (its default action ends the process)."""
-    forensics = import_generated(projects("launch"), "forensics")
+    stacks = import_generated(projects("launch"), "stacks")
     debug = tmp_path / "debug"
     debug.mkdir()
     gone = subprocess.Popen(["true"])
@@ -122,7 +122,7 @@ def test_doctor_stacks_asks_only_live_ranks_of_this_host(projects, tmp_path, cap
             (debug / f"rank-{rank}.pid").write_text(record + "\n")
         an_hour_ago = time.time() - 3600  # rank 0 wrote its record before that
         os.utime(debug / "rank-0.pid", (an_hour_ago, an_hour_ago))
-        assert forensics.stacks([str(tmp_path)]) == 0
+        assert stacks.stacks([str(tmp_path)]) == 0
         out = capsys.readouterr().out
         assert stranger.poll() is None  # not signalled
         assert (

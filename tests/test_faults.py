@@ -606,19 +606,83 @@ def test_doctor_stacks_tells_the_hung_rank_from_the_waiting_one(projects, tmp_pa
         kill_group(process.pid)
 
 
-def hang_rank_one(project, workdir, mode, step, *flags):
-    """Rank 1 of 2 sleeps after optimizer step `step`: (the finished job,
-    seconds from the start of the hang to its end)."""
+def fault_rank_one(project, workdir, mode, fault, step, *flags, **env):
+    """Rank 1 of 2 meets `fault` after optimizer step `step`: the finished job."""
     flags = cpu_flags(workdir, "--epochs", "100", *flags)
-    hang_log = workdir / "hang-started"
-    env = child_env(FAULT="hang-at-step", FAULT_STEP=step, FAULT_LOG=hang_log)
+    env = child_env(FAULT=fault, FAULT_STEP=step, **env)
     if mode == "launch":
         command = TORCHRUN + ["--standalone", "--nproc-per-node", "2", INJECT]
     else:  # tests/faults/sitecustomize.py injects it into the spawned workers
         command = [PYTHON, "train.py", "--nprocs", "2"]
         env["PYTHONPATH"] = str(INJECT.parent)
-    result = run(command + flags, cwd=project, env=env, check=False, timeout=300)
+    return run(command + flags, cwd=project, env=env, check=False, timeout=300)
+
+
+def hang_rank_one(project, workdir, mode, step, *flags):
+    """Rank 1 of 2 sleeps after optimizer step `step`: (the finished job,
+    seconds from the start of the hang to its end)."""
+    hang_log = workdir / "hang-started"
+    result = fault_rank_one(
+        project, workdir, mode, "hang-at-step", step, *flags, FAULT_LOG=hang_log
+    )
     return result, time.time() - float(hang_log.read_text())
+
+
+def doctor_why(project, run_dir):
+    """`doctor why`'s screen, and the patterns of its recurring parts."""
+    why = run([PYTHON, "-m", f"{package(project)}.doctor", "why", run_dir], cwd=project)
+    print(why.stdout)
+    code = re.escape(package(project))
+    return why.stdout, {
+        "code": code,
+        "pid": r"\(pid \d+ on [\w.-]+\)",
+        "collective": rf"gloo:all_reduce #\d+ \(Float \[\[\d+\]\]\) "
+        rf"from {code}/\w+\.py:\d+ in \w+",
+        "heading": rf"what each rank left in {re.escape(str(run_dir / 'debug'))}:\n",
+    }
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_a_rank_that_raises_is_named_with_the_line_it_raised_at(
+    projects, tmp_path, mode
+):
+    """Rank 1's own code raises after step 5 (a RuntimeError, as a failed
+    collective's): `doctor why` tells it from rank 0's failed collective and
+    names the line rank 1 raised at, and rank 1 as the first to fail."""
+    project = projects(mode)
+    result = fault_rank_one(project, tmp_path, mode, "raise-at-step", 5)
+    assert result.returncode != 0
+    screen, p = doctor_why(project, tmp_path)
+    assert re.fullmatch(
+        rf"{p['heading']}"
+        rf"  rank 0 {p['pid']}: failed in {p['collective']}\n"
+        rf"  rank 1 {p['pid']}: raised RuntimeError at {p['code']}/trainer\.py:\d+ "
+        rf"in _run_epoch \(step_then_raise\); its last collective {p['collective']}\n"
+        r"(never entered \w+ #\d+: rank 1 \(its last #\d+\)\n)?"
+        r"first to fail: rank 1 at \d\d:\d\d:\d\d: RuntimeError: injected failure "
+        r"after step 5\n",
+        screen,
+    ), screen
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("mode", ["launch", "mp"])
+def test_a_killed_rank_is_named_as_one_that_wrote_nothing(projects, tmp_path, mode):
+    """Rank 1 is SIGKILLed after step 5: it writes nothing; rank 0's next
+    collective fails (its peer gone) and `doctor why` says where."""
+    project = projects(mode)
+    result = fault_rank_one(project, tmp_path, mode, "kill-at-step", 5)
+    assert result.returncode != 0
+    screen, p = doctor_why(project, tmp_path)
+    assert re.fullmatch(
+        rf"{p['heading']}"
+        rf"  rank 0 {p['pid']}: failed in {p['collective']}\n"
+        rf"  rank 1 {p['pid']}: wrote no failure: frozen, killed or stuck outside a "
+        r"collective \(while it runs, `doctor stacks` shows where\)\n"
+        r"first to fail: rank 0 at \d\d:\d\d:\d\d: RuntimeError: \[.*/gloo/.*\n",
+        screen,
+    ), screen
 
 
 @pytest.mark.fault
@@ -647,22 +711,17 @@ def test_a_rank_waiting_on_a_frozen_peer_times_out_and_writes_its_collectives(
         re.fullmatch(r"(trainer|agreement)\.py:\d+", place) for place in issued_by
     ), issued_by
     print(f"ended {hung_for:.1f} s into the hang")
-    why = run(
-        [PYTHON, "-m", f"{package(project)}.doctor", "why", tmp_path], cwd=project
-    )
-    print(why.stdout)
+    screen, p = doctor_why(project, tmp_path)
     # gloo says "Timed out waiting ..." or "Application timeout ...", as
     # whichever side's timer fires first: both are the timeout.
-    code, pid = re.escape(package(project)), r"\(pid \d+ on [\w.-]+\)"
     assert re.fullmatch(
-        rf"what each rank left in {re.escape(str(debug))}:\n"
-        rf"  rank 0 {pid}: failed in gloo:all_reduce #\d+ \(Float \[\[\d+\]\]\) "
-        rf"from {code}/trainer\.py:\d+ in \w+\n"
-        rf"  rank 1 {pid}: wrote no failure: frozen, killed or stuck outside a "
+        rf"{p['heading']}"
+        rf"  rank 0 {p['pid']}: failed in {p['collective']}\n"
+        rf"  rank 1 {p['pid']}: wrote no failure: frozen, killed or stuck outside a "
         r"collective \(while it runs, `doctor stacks` shows where\)\n"
         r"first to fail: rank 0 at \d\d:\d\d:\d\d: RuntimeError: .*(?i:time).*\n",
-        why.stdout,
-    ), why.stdout
+        screen,
+    ), screen
 
 
 @pytest.mark.fault
@@ -682,26 +741,20 @@ def test_the_watchdog_ends_a_hang_long_before_the_timeout_and_says_where(
     print(f"ended {hung_for:.1f} s into the hang")
     assert hung_for < 2 + 30, hung_for
     assert re.search(r"rank 1: watchdog: no optimizer step for", result.stderr)
-    why = run(
-        [PYTHON, "-m", f"{package(project)}.doctor", "why", tmp_path], cwd=project
-    )
-    print(why.stdout)
-    code, pid = re.escape(package(project)), r"\(pid \d+ on [\w.-]+\)"
-    collective = (
-        rf"gloo:all_reduce #\d+ \(Float \[\[\d+\]\]\) from {code}/trainer\.py:\d+"
-    )
+    screen, p = doctor_why(project, tmp_path)
+    code, collective = p["code"], p["collective"]
     assert re.fullmatch(
-        rf"what each rank left in {re.escape(str(tmp_path / 'debug'))}:\n"
-        rf"  rank 0 {pid}: (stalled at {code}/trainer\.py:\d+ in \w+ \(\w+\); "
-        rf"its last collective|failed in) {collective} in \w+\n"
-        rf"  rank 1 {pid}: stalled at {code}/trainer\.py:\d+ in _run_epoch "
-        rf"\(step_then_hang\); its last collective {collective} in \w+\n"
+        rf"{p['heading']}"
+        rf"  rank 0 {p['pid']}: (stalled at {code}/trainer\.py:\d+ in \w+ \(\w+\); "
+        rf"its last collective|failed in) {collective}\n"
+        rf"  rank 1 {p['pid']}: stalled at {code}/trainer\.py:\d+ in _run_epoch "
+        rf"\(step_then_hang\); its last collective {collective}\n"
         r"never entered default_pg #(\d+): rank 1 \(its last #\d+\)\n"
         r"first to fail: rank [01] at \d\d:\d\d:\d\d: Stalled: no optimizer step "
         r"for [\d.]+ s \(median step [\d.e-]+ s x --watchdog-factor 20, "
         r"--watchdog-floor 2\)\n",
-        why.stdout,
-    ), why.stdout
+        screen,
+    ), screen
 
 
 # 6. A kill between the temp file and the rename

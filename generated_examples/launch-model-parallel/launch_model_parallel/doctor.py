@@ -37,7 +37,7 @@ from .distributed import (
     process_group,
     processes,
 )
-from .forensics import stacks
+from .stacks import stacks
 from .why import why
 
 COMMANDS = {"stacks": stacks, "why": why}  # the ones that read a run folder

@@ -37,7 +37,7 @@ from .distributed import (
     process_group,
     processes,
 )
-from .forensics import stacks
+from .stacks import stacks
 from .spawn import spawn
 from .why import why
 

@@ -3,16 +3,18 @@ timed out or was ended by its watchdog left behind, on one screen.
 
 For each rank: the collective its failure came in (op, sequence number,
 sizes) and the line of this project that issued it, from its flight-recorder
-dump (RUN_DIR/debug/collectives-rank-N, forensics.py); for a rank its
-watchdog stopped (watchdog.py), also the line its main thread stood on; a
-rank that wrote nothing was frozen, killed or stuck outside a collective
-(`doctor stacks` shows where, while it runs). Then the ranks that never
+dump (RUN_DIR/debug/collectives-rank-N, forensics.py); for a rank whose own
+code raised, the line it raised at; for a rank its watchdog stopped
+(watchdog.py), the line its main thread stood on; a rank that wrote
+nothing was frozen, killed or stuck outside a collective (`doctor stacks`
+shows where, while it runs). Then the ranks that never
 entered the newest collective, and which rank failed first, with what.
 """
 
 import argparse
 import json
 import pickle
+import re
 import time
 from pathlib import Path
 
@@ -31,6 +33,9 @@ WROTE_NOTHING = (
     "wrote no failure: frozen, killed or stuck outside a collective "
     "(while it runs, `doctor stacks` shows where)"
 )
+# How a failed collective is worded: torch's DistError types (NCCL, the
+# store) and gloo's transport errors, which name their gloo source file.
+FAILED_COLLECTIVE = re.compile(r"^Dist\w*Error: |/gloo/|ProcessGroup")
 NOTHING_RECORDED = (
     "a collective the flight recorder did not keep (TORCH_FR_BUFFER_SIZE)"
 )
@@ -85,8 +90,13 @@ def failure(folder, rank, main_thread):
         stacks = stacks_file(folder, rank).read_text().rsplit(STACKS_MARK, 1)[-1]
         place = where(stacks, main_thread)
         found["where"] = f"stalled at {place}; its last collective {recorded}"
-    else:
+    elif FAILED_COLLECTIVE.search(found["error"]):
         found["where"] = f"failed in {recorded}"
+    else:  # its own code raised
+        kind = found["error"].split(":", 1)[0]
+        found["where"] = (
+            f"raised {kind} at {found['raised_at']}; its last collective {recorded}"
+        )
     return found
 
 

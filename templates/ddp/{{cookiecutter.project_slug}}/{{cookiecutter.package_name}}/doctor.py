@@ -42,7 +42,7 @@ from .distributed import (
     process_group,
     processes,
 )
-from .forensics import stacks
+from .stacks import stacks
 {%- if cookiecutter.mode == "mp" %}
 from .spawn import spawn
 {%- endif %}
