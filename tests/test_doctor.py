@@ -160,6 +160,7 @@ def test_doctor_why_names_a_failure_the_recorder_did_not_keep(
     for rank in (0, 1):
         (debug / f"rank-{rank}.pid").write_text(f"node7 {100 + rank} 1\n")
     failure = {"time": 1.0e9, "error": "RuntimeError: Connection closed by peer"}
+    failure |= {"in_collective": True, "raised_at": "pkg/trainer.py:146 in f"}
     (debug / "rank-1.error").write_text(json.dumps(failure))
     assert why.why([str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()

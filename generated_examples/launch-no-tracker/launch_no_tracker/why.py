@@ -14,7 +14,6 @@ entered the newest collective, and which rank failed first, with what.
 import argparse
 import json
 import pickle
-import re
 import time
 from pathlib import Path
 
@@ -33,9 +32,6 @@ WROTE_NOTHING = (
     "wrote no failure: frozen, killed or stuck outside a collective "
     "(while it runs, `doctor stacks` shows where)"
 )
-# How a failed collective is worded: torch's DistError types (NCCL, the
-# store) and gloo's transport errors, which name their gloo source file.
-FAILED_COLLECTIVE = re.compile(r"^Dist\w*Error: |/gloo/|ProcessGroup")
 NOTHING_RECORDED = (
     "a collective the flight recorder did not keep (TORCH_FR_BUFFER_SIZE)"
 )
@@ -90,7 +86,7 @@ def failure(folder, rank, main_thread):
         stacks = stacks_file(folder, rank).read_text().rsplit(STACKS_MARK, 1)[-1]
         place = where(stacks, main_thread)
         found["where"] = f"stalled at {place}; its last collective {recorded}"
-    elif FAILED_COLLECTIVE.search(found["error"]):
+    elif found["in_collective"]:
         found["where"] = f"failed in {recorded}"
     else:  # its own code raised
         kind = found["error"].split(":", 1)[0]

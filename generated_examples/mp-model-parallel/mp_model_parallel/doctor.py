@@ -37,8 +37,8 @@ from .distributed import (
     process_group,
     processes,
 )
-from .stacks import stacks
 from .spawn import spawn
+from .stacks import stacks
 from .why import why
 
 COMMANDS = {"stacks": stacks, "why": why}  # the ones that read a run folder

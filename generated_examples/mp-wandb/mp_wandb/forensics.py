@@ -101,8 +101,12 @@ def write_failure(folder, rank, error):
         dump.write_bytes(trace)
     what = f"{type(error).__name__}: {first_line(error)}"
     frames = traceback.extract_tb(error.__traceback__)[::-1]  # innermost first
-    raised_at = innermost_place([(f.filename, f.lineno, f.name) for f in frames])
-    failure = {"time": time.time(), "error": what, "raised_at": raised_at}
+    failure = {
+        "time": time.time(),
+        "error": what,
+        "in_collective": failed_in_a_collective(error, frames),
+        "raised_at": innermost_place([(f.filename, f.lineno, f.name) for f in frames]),
+    }
     error_file(folder, rank).write_text(json.dumps(failure) + "\n")
 
 
@@ -118,6 +122,18 @@ def recorded_ranks(folder):
 def not_a_run(folder):
     print(f"error: no rank wrote {folder}/rank-N.pid: is it a run?", file=sys.stderr)
     return 2  # the exit status; one line, as every mistake gets
+
+
+def failed_in_a_collective(error, frames):
+    """NCCL's and the store's errors are DistErrors; gloo's are RuntimeErrors
+    (worded as the transport words them), raised inside torch.distributed or
+    from backward, where DDP all-reduces the gradients."""
+    if isinstance(error, torch.distributed.DistError):
+        return True
+    return any(
+        "/torch/distributed/" in frame.filename or frame.name == "_engine_run_backward"
+        for frame in frames
+    )
 
 
 def stacks_file(folder, rank):

@@ -42,10 +42,10 @@ from .distributed import (
     process_group,
     processes,
 )
-from .stacks import stacks
 {%- if cookiecutter.mode == "mp" %}
 from .spawn import spawn
 {%- endif %}
+from .stacks import stacks
 from .why import why
 
 COMMANDS = {"stacks": stacks, "why": why}  # the ones that read a run folder
